@@ -1,0 +1,84 @@
+public import Foundation
+public import NIOCore
+public import NIOSSL
+
+/// How a pool proves who it is to APNs.
+public enum APNsCredential: Sendable {
+    /// Token-based authentication: each connection signs its own ES256 provider token with this key.
+    case token(APNsSigningKey)
+    /// Certificate-based authentication: a TLS client certificate Apple issued for the app's topic.
+    case certificate(chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey)
+
+    /// A certificate credential from PEM files (the certificate chain, and its private key).
+    public static func certificate(certificateFile: String, keyFile: String) throws -> APNsCredential {
+        .certificate(
+            chain: try NIOSSLCertificate.fromPEMFile(certificateFile),
+            privateKey: try NIOSSLPrivateKey(file: keyFile, format: .pem)
+        )
+    }
+}
+
+/// What a full pool does with a new request.
+public enum APNsBackPressure: Sendable, Hashable {
+    /// Wait until the wait queue has room (the caller is suspended; the pool's memory stays bounded).
+    case wait
+    /// Fail at once with ``APNsPoolError/queueFull``.
+    case failFast
+}
+
+/// Everything a pool needs: where to connect, how to authenticate, and its limits.
+public struct APNsPoolConfiguration: Sendable {
+    /// The endpoint all connections of the pool go to.
+    public var endpoint: APNsEndpoint
+    /// The credential of the pool.
+    public var credential: APNsCredential
+    /// A PEM file of CA certificates to trust instead of the system's (the simulator's CA in tests).
+    public var caFile: String?
+    /// How many HTTP/2 connections the pool keeps open (at least 1; default 2).
+    public var connections: Int = 2
+    /// Our own cap on streams per connection, below whatever the peer allows.
+    public var maximumStreamsPerConnection: Int = 1000
+    /// How many requests may wait for a free stream before the pool is full.
+    public var waitQueueCapacity: Int = 10_000
+    /// What a full pool does.
+    public var backPressure: APNsBackPressure = .wait
+    /// How long one request may take, from the call to the final answer, retries included.
+    public var requestTimeout: TimeAmount = .seconds(30)
+    /// How many attempts a retryable failure gets in all.
+    public var maximumAttempts: Int = 5
+    /// First retry delay; it doubles per attempt, with jitter, up to ``retryMaximumDelay``.
+    public var retryBaseDelay: TimeAmount = .milliseconds(100)
+    /// Largest retry delay.
+    public var retryMaximumDelay: TimeAmount = .seconds(5)
+    /// Reconnect delay after a failed connection: first value, doubling with jitter up to the second.
+    public var reconnectDelay: (first: TimeAmount, maximum: TimeAmount) = (.seconds(1), .seconds(60))
+    /// TCP connect plus TLS handshake plus the peer's first SETTINGS must finish within this.
+    public var connectTimeout: TimeAmount = .seconds(10)
+    /// Send a PING when nothing was read for this long.
+    public var idlePingInterval: TimeAmount = .seconds(60)
+    /// Send a PING at least this often, busy or not.
+    public var pingInterval: TimeAmount = .seconds(300)
+    /// An unanswered PING closes the connection after this long.
+    public var pingTimeout: TimeAmount = .seconds(10)
+    /// How often each connection checks deadlines and PINGs.
+    public var housekeepingInterval: TimeAmount = .milliseconds(100)
+
+    /// A configuration with defaults for everything but the endpoint and credential.
+    public init(endpoint: APNsEndpoint, credential: APNsCredential, caFile: String? = nil) {
+        self.endpoint = endpoint
+        self.credential = credential
+        self.caFile = caFile
+    }
+
+    func makeTLSConfiguration() throws -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
+        if let caFile { tls.trustRoots = .file(caFile) }
+        if case .certificate(let chain, let key) = credential {
+            tls.certificateChain = chain.map { .certificate($0) }
+            tls.privateKey = .privateKey(key)
+        }
+        return tls
+    }
+}
