@@ -1,4 +1,3 @@
-public import Foundation
 public import NIOCore
 public import NIOSSL
 
@@ -46,12 +45,11 @@ public struct APNsPoolConfiguration: Sendable {
     public var requestTimeout: TimeAmount = .seconds(30)
     /// How many attempts a retryable failure gets in all.
     public var maximumAttempts: Int = 5
-    /// First retry delay; it doubles per attempt, with jitter, up to ``retryMaximumDelay``.
-    public var retryBaseDelay: TimeAmount = .milliseconds(100)
-    /// Largest retry delay.
-    public var retryMaximumDelay: TimeAmount = .seconds(5)
-    /// Reconnect delay after a failed connection: first value, doubling with jitter up to the second.
-    public var reconnectDelay: (first: TimeAmount, maximum: TimeAmount) = (.seconds(1), .seconds(60))
+    /// Delays between attempts of a retryable request: 100 ms doubling to 5 s, with jitter.
+    public var retryBackoff = ExponentialBackoff(first: .milliseconds(100), maximum: .seconds(5))
+    /// Delays between failed connection attempts of a slot: 1 s doubling to 60 s, with jitter.
+    /// A connection that was ready and then closed is replaced at once; backoff starts when that fails.
+    public var reconnectBackoff = ExponentialBackoff(first: .seconds(1), maximum: .seconds(60))
     /// TCP connect plus TLS handshake plus the peer's first SETTINGS must finish within this.
     public var connectTimeout: TimeAmount = .seconds(10)
     /// Send a PING when nothing was read for this long.

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A notification payload: Apple's `aps` dictionary plus custom top-level keys.
 public struct APNsPayload: Sendable, Hashable, Encodable {

@@ -1,5 +1,3 @@
-public import Foundation
-
 /// Any JSON value: for custom payload keys, Live Activity content state and attributes.
 public enum JSONValue: Sendable, Hashable, Codable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral,

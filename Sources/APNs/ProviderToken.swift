@@ -49,7 +49,8 @@ public struct APNsSigningKey: Sendable {
     public let keyID: String
     /// The 10-character team id (`iss`).
     public let teamID: String
-    let privateKey: P256.Signing.PrivateKey
+    /// The private scalar (32 bytes); `P256.Signing.PrivateKey` itself is not `Sendable` in swift-crypto 3.
+    private let privateKeyBytes: Data
 
     /// A signing key from the text of Apple's `.p8` file (PKCS#8 PEM).
     public init(pem: String, keyID: String, teamID: String) throws(APNsKeyError) {
@@ -61,7 +62,7 @@ public struct APNsSigningKey: Sendable {
         let label = String(rest[..<dashes.lowerBound])
         guard label == "PRIVATE KEY" else { throw .wrongPEMLabel(label) }
         do {
-            self.privateKey = try P256.Signing.PrivateKey(pemRepresentation: pem)
+            self.privateKeyBytes = try P256.Signing.PrivateKey(pemRepresentation: pem).rawRepresentation
         } catch {
             throw .notP256(String(describing: error))
         }
@@ -84,13 +85,18 @@ public struct APNsSigningKey: Sendable {
     public init(privateKey: P256.Signing.PrivateKey, keyID: String, teamID: String) throws(APNsKeyError) {
         try Self.checkIdentifier(keyID, field: "key id")
         try Self.checkIdentifier(teamID, field: "team id")
-        self.privateKey = privateKey
+        self.privateKeyBytes = privateKey.rawRepresentation
         self.keyID = keyID
         self.teamID = teamID
     }
 
     /// The public half, to verify tokens.
     public var publicKey: P256.Signing.PublicKey { privateKey.publicKey }
+
+    private var privateKey: P256.Signing.PrivateKey {
+        // The bytes came from a valid key in an initializer.
+        try! P256.Signing.PrivateKey(rawRepresentation: privateKeyBytes)
+    }
 
     /// A provider token (JWT) issued at `issuedAt`: header `{alg: ES256, kid}`, claims `{iss, iat}`,
     /// signed with the raw 64-byte r‖s signature, base64url without padding.

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Ops/run.sh: the first command on a fresh Debian 12 machine.
+#
+#   bash Ops/run.sh [arguments for `pushrelay demo`]
+#
+# Installs the Debian dependencies, builds pushrelay in release mode, then runs the main job:
+# for now `pushrelay demo` (starts the APNs simulator and sends notifications through the engine).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+if [ -d /opt/swift/usr/bin ]; then
+    export PATH="/opt/swift/usr/bin:$PATH"
+fi
+
+bash "$ROOT/Ops/install-deps.sh"
+
+echo "==> run.sh: swift build -c release --product pushrelay"
+swift build -c release --product pushrelay
+bin="$(swift build -c release --show-bin-path)/pushrelay"
+
+echo "==> run.sh: $bin demo $*"
+exec "$bin" demo "$@"

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Ops/test.sh: THE test command of pushrelay.
+#
+#   bash Ops/test.sh                    # everything
+#   bash Ops/test.sh --filter APNsTests # extra arguments go to `swift test`
+#
+# Steps, each fatal:
+#   1. Ops/install-deps.sh (fast no-op when everything is installed)
+#   2. swift build --build-tests, failing on any compiler warning in our own code
+#      (Sources/, Tests/, Package.swift); warnings from dependencies (.build/checkouts) are ignored
+#   3. swift format lint --strict with the repo's .swift-format (any finding fails)
+#   4. swift test "$@"
+#
+# Environment:
+#   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+if [ -d /opt/swift/usr/bin ]; then
+    export PATH="/opt/swift/usr/bin:$PATH"
+fi
+
+started=$(date +%s)
+step="start"
+build_log=""
+log() { printf '\n==> test.sh: %s\n' "$*"; }
+on_exit() {
+    local rc=$?
+    if [ -n "$build_log" ]; then rm -f "$build_log"; fi
+    if [ "$rc" -ne 0 ]; then
+        printf '\ntest.sh: FAILED at step "%s" (exit %d) after %ds\n' "$step" "$rc" "$(($(date +%s) - started))"
+    fi
+}
+trap on_exit EXIT
+
+scratch=()
+if [ -n "${PUSHRELAY_SCRATCH_PATH:-}" ]; then
+    scratch=(--scratch-path "$PUSHRELAY_SCRATCH_PATH")
+fi
+
+step="install-deps"
+log "$step"
+bash "$ROOT/Ops/install-deps.sh"
+
+# --- 2. build with tests, no warnings from our own code -------------------------------------------
+step="build"
+log "swift build --build-tests"
+# An incremental build prints the warnings only of the files it recompiles, so a warning in an
+# unchanged file would slip through a second run. Removing the intermediate directories of our own
+# targets (never those of dependencies) makes the compiler see all of our code again.
+bin_path="$(swift build "${scratch[@]}" --show-bin-path)"
+for dir in Sources/*/ Tests/*/; do
+    target="$(basename "$dir")"
+    rm -rf "${bin_path:?}/${target}.build"
+done
+
+build_log="$(mktemp)"
+set +e
+swift build "${scratch[@]}" --build-tests 2>&1 | tee "$build_log"
+build_rc=${PIPESTATUS[0]}
+set -e
+if [ "$build_rc" -ne 0 ]; then
+    echo "test.sh: swift build failed (exit $build_rc)" >&2
+    exit "$build_rc"
+fi
+# A warning of ours is a compiler line naming a file under this repo's Sources/ or Tests/, or
+# Package.swift (absolute path, the compiler's usual form, or relative), or a SwiftPM line about
+# one of our targets (e.g. "warning: 'APNs': found 1 file(s) which are unhandled").
+root_re="$(printf '%s' "$ROOT" | sed 's/[][\.*^$+?(){}|]/\\&/g')"
+targets_re="$(cd "$ROOT" && ls -d Sources/*/ Tests/*/ 2>/dev/null | xargs -n1 basename | paste -sd'|' -)"
+own_warnings="$(grep -E "warning:" "$build_log" \
+    | grep -E "^(${root_re}/)?(Sources/|Tests/|Package\.swift)|warning: '(${targets_re:-pushrelay})':" \
+    | sort -u || true)"
+if [ -n "$own_warnings" ]; then
+    printf '\ntest.sh: compiler warnings in our own code (fix them; they fail the build):\n%s\n' \
+        "$own_warnings" >&2
+    exit 1
+fi
+echo "test.sh: build clean (no warnings in Sources/, Tests/ or Package.swift)"
+
+# --- 3. format lint ------------------------------------------------------------------------------
+step="format-lint"
+log "swift format lint --strict"
+if ! swift format --help >/dev/null 2>&1; then
+    echo "test.sh: 'swift format' is not available in this toolchain (Swift 6+ ships it)" >&2
+    exit 1
+fi
+swift format lint --strict --parallel --recursive --configuration "$ROOT/.swift-format" \
+    Sources Tests Package.swift
+echo "test.sh: format lint clean"
+
+# --- 4. tests ------------------------------------------------------------------------------------
+step="swift-test"
+log "swift test $*"
+swift test "${scratch[@]}" "$@"
+
+step="done"
+printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s passed in %ds\n' \
+    "${*:+ $*}" "$(($(date +%s) - started))"

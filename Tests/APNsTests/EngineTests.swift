@@ -1,0 +1,407 @@
+import APNs
+import APNsSimulator
+import Foundation
+import NIOCore
+import NIOSSL
+import Testing
+
+@Suite("APNs engine against the simulator")
+struct EngineTests {
+    @Test func poolIsWarmBeforeTheFirstSend() async throws {
+        try await Harness.run { h in
+            let pool = try await h.pool { $0.connections = 3 }
+            let snapshot = try await pool.snapshot()
+            #expect(snapshot.connections.count == 3)
+            #expect(snapshot.connections.allSatisfy(\.isReady))
+            #expect(h.simulator.statistics().connectionsAccepted == 3)
+            #expect(h.simulator.statistics().requestsReceived == 0)
+            let report = try await pool.send(Harness.notification())
+            #expect(report.outcome == .delivered)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func sendsApplesHeadersAndPayload() async throws {
+        try await Harness.run(configure: { $0.recordRequests = true }) { h in
+            let pool = try await h.pool()
+            let apnsID = UUID()
+            let token = Harness.randomToken(bytes: 54)
+            let notification = try APNsNotification(
+                deviceToken: token, bundleID: Harness.topic, pushType: .voip, priority: .powerAware,
+                expiration: 1_900_000_000, collapseID: "thread-7", apnsID: apnsID,
+                payload: APNsPayload(aps: .init(alert: .text("ring")), custom: ["call": "42"])
+            )
+            let report = try await pool.send(notification)
+            #expect(report.outcome == .delivered)
+            #expect(report.response?.apnsID?.lowercased() == apnsID.uuidString.lowercased())
+            let request = try #require(h.simulator.receivedRequests().first)
+            #expect(request.method == "POST")
+            #expect(request.path == "/3/device/\(token)")
+            #expect(request.header("apns-topic") == "com.example.app.voip")
+            #expect(request.header("apns-push-type") == "voip")
+            #expect(request.header("apns-priority") == "5")
+            #expect(request.header("apns-expiration") == "1900000000")
+            #expect(request.header("apns-collapse-id") == "thread-7")
+            #expect(request.header("apns-id")?.lowercased() == apnsID.uuidString.lowercased())
+            #expect(request.header("authorization")?.hasPrefix("bearer ") == true)
+            #expect(request.keyID == "KEY1234567")
+            #expect(request.issuer == "TEAM123456")
+            #expect(String(decoding: request.payload, as: UTF8.self) == #"{"aps":{"alert":"ring"},"call":"42"}"#)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func invalidNotificationsAreRefusedAndNothingIsSent() async throws {
+        try await Harness.run { h in
+            let pool = try await h.pool()
+            await #expect(throws: APNsValidationError.deviceTokenOddLength(3)) {
+                try await pool.send(Harness.notification(token: "abc"))
+            }
+            await #expect(throws: APNsValidationError.priorityNotAllowed(pushType: .background, priority: .immediate)) {
+                var n = Harness.notification(pushType: .background)
+                n.priority = .immediate
+                return try await pool.send(n)
+            }
+            #expect(h.simulator.statistics().requestsReceived == 0)
+            await pool.shutdown()
+        }
+    }
+
+    // MARK: Provider tokens
+
+    @Test func tokenIsReusedBeforeFiftyMinutesAndReplacedAfter() async throws {
+        let clock = TestClock()
+        try await Harness.run(configure: { $0.clock = clock }) { h in
+            let pool = try await h.pool(clock: clock) { $0.connections = 1 }
+            for minutes in [0.0, 19, 30] {  // t = 0, 19, 49
+                clock.advance(minutes: minutes)
+                #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            }
+            var sightings = try #require(h.simulator.statistics().tokensByConnection.values.first)
+            #expect(sightings.count == 1)
+            clock.advance(minutes: 1)  // t = 50
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            clock.advance(minutes: 19)  // t = 69: the second token is 19 minutes old, reused
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            sightings = try #require(h.simulator.statistics().tokensByConnection.values.first)
+            #expect(sightings.count == 2)
+            #expect(sightings[1].issuedAt - sightings[0].issuedAt == 50 * 60)
+            #expect(h.simulator.statistics().responses(reason: .tooManyProviderTokenUpdates) == 0)
+            #expect(try await pool.snapshot().connections.first?.tokensMade == 2)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func tooManyProviderTokenUpdatesReplacesTheConnection() async throws {
+        let relayClock = TestClock()
+        let apnsClock = TestClock()
+        try await Harness.run(configure: { $0.clock = apnsClock }) { h in
+            let pool = try await h.pool(clock: relayClock) { $0.connections = 1 }
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            // Our clock says 51 minutes passed, APNs's says 10: the new token comes too soon for APNs.
+            relayClock.advance(minutes: 51)
+            apnsClock.advance(minutes: 10)
+            let report = try await pool.send(Harness.notification())
+            #expect(report.outcome == .delivered)
+            #expect(report.attempts == 2)
+            #expect(h.simulator.statistics().responses(reason: .tooManyProviderTokenUpdates) == 1)
+            #expect(try await pool.snapshot().connectionsOpened == 2)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func expiredProviderTokenReplacesTheConnection() async throws {
+        let relayClock = TestClock()
+        let apnsClock = TestClock()
+        try await Harness.run(configure: { $0.clock = apnsClock }) { h in
+            let pool = try await h.pool(clock: relayClock) { $0.connections = 1 }
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            relayClock.advance(minutes: 30)
+            apnsClock.advance(minutes: 61)
+            let report = try await pool.send(Harness.notification())
+            #expect(report.outcome == .delivered)
+            #expect(report.attempts == 2)
+            #expect(h.simulator.statistics().responses(reason: .expiredProviderToken) == 1)
+            #expect(try await pool.snapshot().connectionsOpened == 2)
+            await pool.shutdown()
+        }
+    }
+
+    // MARK: Outcome classes
+
+    @Test func deadTokenCarriesApplesTimestamp() async throws {
+        let dead = Harness.randomToken()
+        try await Harness.run(configure: { $0.faults.unregisteredTokens = [dead: 1_799_999_000_000] }) { h in
+            let pool = try await h.pool()
+            let report = try await pool.send(Harness.notification(token: dead))
+            #expect(report.outcome == .tokenDead)
+            #expect(report.response?.status == 410)
+            #expect(report.response?.reason == .unregistered)
+            #expect(report.response?.timestampMilliseconds == 1_799_999_000_000)
+            #expect(report.attempts == 1)
+            await pool.shutdown()
+        }
+    }
+
+    @Test(arguments: [(429, APNsReason.tooManyRequests), (500, .internalServerError), (503, .serviceUnavailable)])
+    func transientErrorsAreRetriedWithinTheBound(status: Int, reason: APNsReason) async throws {
+        try await Harness.run(configure: {
+            switch status {
+            case 429: $0.faults.rate429 = 1
+            case 500: $0.faults.rate500 = 1
+            default: $0.faults.rate503 = 1
+            }
+        }) { h in
+            let pool = try await h.pool { $0.maximumAttempts = 3 }
+            let report = try await pool.send(Harness.notification())
+            #expect(report.outcome == .retryLater)
+            #expect(report.response?.status == status)
+            #expect(report.response?.reason == reason)
+            #expect(report.attempts == 3)
+            #expect(h.simulator.statistics().requestsReceived == 3)
+            // Once APNs recovers, the same pool delivers.
+            h.simulator.updateFaults {
+                $0.rate429 = 0
+                $0.rate500 = 0
+                $0.rate503 = 0
+            }
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func transientErrorsAtARateAreAllRetriedToDelivery() async throws {
+        try await Harness.run(configure: {
+            $0.faults.rate500 = 0.1
+            $0.faults.rate503 = 0.1
+        }) { h in
+            let pool = try await h.pool { $0.maximumAttempts = 10 }
+            let reports = try await Harness.sendAll(pool, count: 500)
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            #expect(reports.contains { $0.attempts > 1 })
+            #expect(h.simulator.statistics().responses(status: 200) == 500)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func configurationFaultsAreNotRetried() async throws {
+        try await Harness.run { h in
+            let pool = try await h.pool()
+            let report = try await pool.send(Harness.notification(topic: "com.not.ours"))
+            #expect(report.outcome == .configurationFault)
+            #expect(report.response?.reason == .topicDisallowed)
+            #expect(report.attempts == 1)
+
+            let strangerKey = try APNsSigningKey(privateKey: .init(), keyID: "OTHER12345", teamID: "TEAM123456")
+            let strangerPool = try await h.pool(credential: .token(strangerKey))
+            let refused = try await strangerPool.send(Harness.notification())
+            #expect(refused.outcome == .configurationFault)
+            #expect(refused.response?.status == 403)
+            #expect(refused.response?.reason == .invalidProviderToken)
+            #expect(refused.attempts == 1)
+            await pool.shutdown()
+            await strangerPool.shutdown()
+        }
+    }
+
+    @Test func requestsHaveADeadline() async throws {
+        try await Harness.run(configure: { $0.faults.latency = .seconds(3) }) { h in
+            let pool = try await h.pool { $0.requestTimeout = .milliseconds(300) }
+            let report = try await pool.send(Harness.notification())
+            #expect(report.outcome == .retryLater)
+            #expect(report.failure == .deadlineExceeded)
+            await pool.shutdown()
+        }
+    }
+
+    // MARK: Streams and connections
+
+    @Test func goAwayLosesNothing() async throws {
+        try await Harness.run(configure: { $0.faults.goawayAfter = 150 }) { h in
+            let pool = try await h.pool { $0.connections = 2 }
+            let reports = try await Harness.sendAll(pool, count: 2000)
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            let statistics = h.simulator.statistics()
+            #expect(statistics.goawaysSent >= 5)
+            #expect(statistics.responses(status: 200) == 2000)
+            #expect(try await pool.snapshot().connectionsOpened > 2)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func refusedStreamsAreRetried() async throws {
+        try await Harness.run(configure: { $0.faults.refuseStreamEvery = 7 }) { h in
+            let pool = try await h.pool()
+            let reports = try await Harness.sendAll(pool, count: 500)
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            #expect(h.simulator.statistics().streamsRefused > 0)
+            #expect(h.simulator.statistics().responses(status: 200) == 500)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func streamLimitStartsAtOneAndFollowsSettings() async throws {
+        try await Harness.run(configure: { $0.maxConcurrentStreams = 40 }) { h in
+            let pool = try await h.pool { $0.connections = 1 }
+            #expect(try await pool.snapshot().connections.first?.peerMaxConcurrentStreams == 1)
+            let reports = try await Harness.sendAll(pool, count: 400)
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            let connection = try #require(try await pool.snapshot().connections.first)
+            #expect(connection.peerMaxConcurrentStreams == 40)
+            #expect(connection.peakStreamsPerLimit[1] == 1)
+            let peak = try #require(connection.peakStreamsPerLimit[40])
+            #expect(peak > 1 && peak <= 40)
+            #expect(connection.peakStreamsPerLimit.keys.sorted() == [1, 40])
+            #expect(h.simulator.statistics().streamsRefused == 0)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func droppedConnectionsAreReplaced() async throws {
+        try await Harness.run(configure: { $0.faults.dropConnectionAfter = 200 }) { h in
+            let pool = try await h.pool { $0.maximumAttempts = 10 }
+            let reports = try await Harness.sendAll(pool, count: 1000)
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            #expect(h.simulator.statistics().connectionsDropped >= 1)
+            #expect(try await pool.snapshot().connectionsOpened > 2)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func unansweredPingClosesTheConnection() async throws {
+        try await Harness.run(configure: { $0.faults.stallAfter = 1 }) { h in
+            let pool = try await h.pool {
+                $0.connections = 1
+                $0.idlePingInterval = .milliseconds(100)
+                $0.pingTimeout = .milliseconds(200)
+                $0.housekeepingInterval = .milliseconds(20)
+            }
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            // The connection stalls: its PING goes unanswered, so it is closed and replaced.
+            let replaced = try await Harness.eventually { try await pool.snapshot().connectionsOpened >= 2 }
+            #expect(replaced)
+            #expect(h.simulator.statistics().connectionsStalled >= 1)
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func answeredPingsKeepTheConnection() async throws {
+        try await Harness.run { h in
+            let pool = try await h.pool {
+                $0.connections = 1
+                $0.idlePingInterval = .milliseconds(50)
+                $0.housekeepingInterval = .milliseconds(10)
+            }
+            let pinged = try await Harness.eventually {
+                (try await pool.snapshot().connections.first?.pingsAcknowledged ?? 0) >= 3
+            }
+            #expect(pinged)
+            #expect(try await pool.snapshot().connectionsOpened == 1)
+            await pool.shutdown()
+        }
+    }
+
+    // MARK: Back-pressure
+
+    @Test func fullPoolFailsFastWhenAskedTo() async throws {
+        try await Harness.run(configure: { $0.faults.latency = .milliseconds(300) }) { h in
+            let pool = try await h.pool {
+                $0.connections = 1
+                $0.waitQueueCapacity = 3
+                $0.backPressure = .failFast
+            }
+            let futures = (0..<10).map { _ in pool.sendFuture(Harness.notification()) }
+            var delivered = 0
+            var refused = 0
+            for future in futures {
+                do {
+                    if try await future.get().outcome == .delivered { delivered += 1 }
+                } catch APNsPoolError.queueFull(let capacity) {
+                    #expect(capacity == 3)
+                    refused += 1
+                }
+            }
+            #expect(refused > 0)
+            #expect(delivered + refused == 10)
+            #expect(h.simulator.statistics().requestsReceived == delivered)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func fullPoolMakesCallersWait() async throws {
+        try await Harness.run(configure: { $0.faults.latency = .milliseconds(300) }) { h in
+            let pool = try await h.pool {
+                $0.connections = 1
+                $0.waitQueueCapacity = 3
+                $0.backPressure = .wait
+            }
+            let futures = (0..<10).map { _ in pool.sendFuture(Harness.notification()) }
+            let snapshot = try await pool.snapshot()
+            #expect(snapshot.queued <= 3)
+            #expect(snapshot.waiting > 0)
+            for future in futures { #expect(try await future.get().outcome == .delivered) }
+            await pool.shutdown()
+        }
+    }
+
+    // MARK: Certificates
+
+    @Test func certificateAuthenticationSendsWithoutATokenAndOnlyForItsTopic() async throws {
+        try await Harness.run(configure: { $0.recordRequests = true }) { h in
+            let issued = try h.simulator.issueClientCertificate(topic: Harness.topic)
+            let credential = APNsCredential.certificate(
+                chain: [try NIOSSLCertificate(bytes: Array(issued.certificatePEM.utf8), format: .pem)],
+                privateKey: try NIOSSLPrivateKey(bytes: Array(issued.privateKeyPEM.utf8), format: .pem)
+            )
+            let pool = try await h.pool(credential: credential)
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
+            let request = try #require(h.simulator.receivedRequests().first)
+            #expect(request.header("authorization") == nil)
+            #expect(request.certificateTopic == Harness.topic)
+            let other = try await pool.send(Harness.notification(topic: "com.example.other"))
+            #expect(other.outcome == .configurationFault)
+            #expect(other.attempts == 1)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func poolThatCannotConnectSaysWhy() async throws {
+        var configuration = APNsPoolConfiguration(
+            endpoint: APNsEndpoint(host: "127.0.0.1", port: 1),
+            credential: .token(try APNsSigningKey(privateKey: .init(), keyID: "KEY1234567", teamID: "TEAM123456"))
+        )
+        configuration.connections = 1
+        let pool = try APNsPool(configuration: configuration, eventLoop: MultiThreadedEventLoopGroup.singleton.next())
+        await #expect {
+            try await pool.start()
+        } throws: { error in
+            guard case .connectFailed = error as? APNsPoolError else { return false }
+            return true
+        }
+        await pool.shutdown()
+    }
+}
+
+@Suite("Backoff")
+struct BackoffTests {
+    @Test func doublesWithJitterUpToTheCap() {
+        let backoff = ExponentialBackoff(first: .seconds(1), maximum: .seconds(60))
+        #expect(backoff.ceiling(attempt: 1) == .seconds(1))
+        #expect(backoff.ceiling(attempt: 2) == .seconds(2))
+        #expect(backoff.ceiling(attempt: 6) == .seconds(32))
+        #expect(backoff.ceiling(attempt: 7) == .seconds(60))
+        #expect(backoff.ceiling(attempt: 1000) == .seconds(60))
+        var generator = SystemRandomNumberGenerator()
+        var seen = Set<Int64>()
+        for attempt in 1...10 {
+            for _ in 0..<50 {
+                let delay = backoff.delay(attempt: attempt, using: &generator)
+                let ceiling = backoff.ceiling(attempt: attempt)
+                #expect(delay.nanoseconds >= ceiling.nanoseconds / 2 && delay <= ceiling)
+                seen.insert(delay.nanoseconds)
+            }
+        }
+        #expect(seen.count > 100)
+    }
+}
