@@ -106,7 +106,7 @@ if ! have swift; then
 install-deps: 'swift' not found (neither on PATH nor at /opt/swift/usr/bin).
 Install Swift 6.3 for Debian 12 (see https://www.swift.org/install/linux/), for example as root:
 
-  apt-get install -y binutils-gold gcc git libcurl4-openssl-dev libedit-dev libicu-dev \\
+  apt-get install -y curl binutils-gold gcc git libcurl4-openssl-dev libedit-dev libicu-dev \\
       libncurses-dev libpython3-dev libsqlite3-dev libxml2-dev pkg-config tzdata uuid-dev
   curl -fLO https://download.swift.org/swift-6.3-release/debian12${arch_suffix}/swift-6.3-RELEASE/swift-6.3-RELEASE-debian12${arch_suffix}.tar.gz
   mkdir -p /opt/swift && tar -xzf swift-6.3-RELEASE-debian12${arch_suffix}.tar.gz -C /opt/swift --strip-components=1

@@ -47,12 +47,15 @@ bash "$ROOT/Ops/install-deps.sh"
 step="build"
 log "swift build --build-tests"
 # An incremental build prints the warnings only of the files it recompiles, so a warning in an
-# unchanged file would slip through a second run. Removing the intermediate directories of our own
-# targets (never those of dependencies) makes the compiler see all of our code again.
+# unchanged file would slip through a second run. Deleting the object files of our own targets
+# (never those of dependencies) makes the compiler recompile, and re-diagnose, all of our code.
+# (Only the .o files: SwiftPM does not rewrite the rest of <target>.build, e.g. the output file map.)
 bin_path="$(swift build "${scratch[@]}" --show-bin-path)"
 for dir in Sources/*/ Tests/*/; do
-    target="$(basename "$dir")"
-    rm -rf "${bin_path:?}/${target}.build"
+    target_dir="${bin_path:?}/$(basename "$dir").build"
+    if [ -d "$target_dir" ]; then
+        find "$target_dir" -maxdepth 1 -type f -name '*.o' -delete
+    fi
 done
 
 build_log="$(mktemp)"
@@ -92,7 +95,7 @@ echo "test.sh: format lint clean"
 
 # --- 4. tests ------------------------------------------------------------------------------------
 step="swift-test"
-log "swift test $*"
+log "swift test${*:+ $*}"
 swift test "${scratch[@]}" "$@"
 
 step="done"

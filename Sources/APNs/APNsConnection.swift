@@ -56,8 +56,9 @@ protocol APNsConnectionDelegate: AnyObject {
     func connectionHasCapacity(_ connection: APNsConnectionHandler)
     /// The connection takes no new streams (GOAWAY, a provider-token fault, stream ids running out).
     func connectionIsDraining(_ connection: APNsConnectionHandler)
-    /// The connection closed; every request it held has been finished already.
-    func connectionClosed(_ connection: APNsConnectionHandler, error: (any Error)?)
+    /// The connection closed; every request it held has been finished already. `setupError` is set
+    /// when it closed before it became ready (TLS refused, no h2, no SETTINGS in time).
+    func connectionClosed(_ connection: APNsConnectionHandler, setupError: (any Error)?)
     /// One attempt of a request ended.
     func connection(
         _ connection: APNsConnectionHandler,
@@ -131,6 +132,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var pingsSent = 0
     private var pingsAcknowledged = 0
     private var housekeeping: RepeatedTask?
+    private var lastError: (any Error)?
 
     /// The connection window we keep open for responses; replenished after half of it is used.
     private static let inboundWindow = 1 << 20
@@ -306,7 +308,10 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         for (_, stream) in lost.sorted(by: { $0.key < $1.key }) {
             delegate?.connection(self, finished: stream.request, with: .failure(.connectionLost))
         }
-        delegate?.connectionClosed(self, error: wasConnecting ? APNsTransportFailure.connectionLost : nil)
+        delegate?.connectionClosed(
+            self,
+            setupError: wasConnecting
+                ? (lastError ?? APNsTransportFailure.connectFailed("closed before HTTP/2 was ready")) : nil)
         self.context = nil
         context.fireChannelInactive()
     }
@@ -341,6 +346,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// connection error has sent GOAWAY, so no new stream goes out and the rest finish or time out.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("APNs connection error", metadata: ["error": "\(error)"])
+        lastError = error
         switch state {
         case .ready where error is any NIOHTTP2Error, .draining where error is any NIOHTTP2Error:
             beginDraining(reason: "\(error)")
@@ -412,7 +418,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if inboundWindowConsumed >= Self.inboundWindow / 2 {
             context.write(
                 wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: inboundWindowConsumed))
+                    HTTP2Frame(
+                        streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: inboundWindowConsumed))
                 ),
                 promise: nil
             )
@@ -515,7 +522,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
             for streamID in expired.sorted() {
                 guard let stream = streams.removeValue(forKey: streamID) else { continue }
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+                context.write(
+                    wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
                 scheduleFlush(context)
                 finish(stream.request, .failure(.deadlineExceeded))
             }
@@ -540,7 +548,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         pingOutstanding = (data, now + configuration.pingTimeout)
         lastPingSent = now
         pingsSent += 1
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
         scheduleFlush(context)
     }
 }

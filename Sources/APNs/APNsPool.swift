@@ -170,16 +170,13 @@ public final class APNsPool: @unchecked Sendable {
             return eventLoop.makeFailedFuture(error)
         }
         let promise = eventLoop.makePromise(of: APNsDeliveryReport.self)
-        let request = PendingRequest(
-            notification: notification,
-            deadline: .now() + configuration.requestTimeout,
-            promise: promise
-        )
+        let deadline = NIODeadline.now() + configuration.requestTimeout
         if eventLoop.inEventLoop {
-            submit(request)
+            submit(PendingRequest(notification: notification, deadline: deadline, promise: promise))
         } else {
-            let box = NIOLoopBound(request, eventLoop: eventLoop)
-            eventLoop.execute { self.submit(box.value) }
+            eventLoop.execute {
+                self.submit(PendingRequest(notification: notification, deadline: deadline, promise: promise))
+            }
         }
         return promise.futureResult
     }
@@ -510,13 +507,14 @@ extension APNsPool: APNsConnectionDelegate {
         scheduleReconnect(slot: index)
     }
 
-    func connectionClosed(_ connection: APNsConnectionHandler, error: (any Error)?) {
+    func connectionClosed(_ connection: APNsConnectionHandler, setupError: (any Error)?) {
         draining[ObjectIdentifier(connection)] = nil
         guard let index = slotIndex(of: connection) else { return }
         slots[index].connection = nil
-        if error != nil {
+        if let setupError {
             // It closed before it ever became ready: a failed attempt, so back off.
-            lastConnectError = "closed during connection setup (TLS or HTTP/2 preface)"
+            lastConnectError = "\(setupError)"
+            logger.warning("APNs connection setup failed", metadata: ["error": "\(setupError)"])
             slots[index].failures += 1
             startAttemptEnded()
         }

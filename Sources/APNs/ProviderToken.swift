@@ -113,7 +113,8 @@ public struct APNsSigningKey: Sendable {
         let ok =
             value.utf8.count == 10
             && value.utf8.allSatisfy {
-                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
             }
         if !ok { throw .invalidIdentifier(field: field, value: value) }
     }

@@ -8,14 +8,23 @@ public struct APNsSimulatorKey: Sendable {
     public var keyID: String
     /// The team the key belongs to (the JWT claims' `iss` must equal it).
     public var teamID: String
+    /// The public key as X9.63 bytes (Crypto's key type is not `Sendable`).
+    private var publicKeyBytes: [UInt8]
+
     /// The public key that verifies the token's ES256 signature.
-    public var publicKey: P256.Signing.PublicKey
+    public var publicKey: P256.Signing.PublicKey {
+        get {
+            // The bytes came from a valid key.
+            try! P256.Signing.PublicKey(x963Representation: publicKeyBytes)
+        }
+        set { publicKeyBytes = Array(newValue.x963Representation) }
+    }
 
     /// A key with these parts.
     public init(keyID: String, teamID: String, publicKey: P256.Signing.PublicKey) {
         self.keyID = keyID
         self.teamID = teamID
-        self.publicKey = publicKey
+        self.publicKeyBytes = Array(publicKey.x963Representation)
     }
 
     /// The key that verifies the tokens `signingKey` makes.

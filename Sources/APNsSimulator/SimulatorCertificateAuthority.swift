@@ -5,11 +5,11 @@ import SwiftASN1
 import X509
 
 #if canImport(Darwin)
-import Darwin
+    import Darwin
 #elseif canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Why the simulator's TLS material could not be made or loaded.

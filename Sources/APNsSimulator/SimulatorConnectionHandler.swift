@@ -8,14 +8,33 @@ import NIOSSL
 /// Keeps the connection-level inbound flow-control window open.
 ///
 /// Without a stream multiplexer nobody else replenishes it: once the peer has sent a window's worth of
-/// DATA it would stall. This grows the window to ``target`` and tops it up whenever half is used.
+/// DATA it would stall. This grows the window to ``target`` and tops it up whenever less than half is left,
+/// judging by the window sizes NIOHTTP2Handler reports in `NIOHTTP2WindowUpdatedEvent`s.
+///
+/// Those events are delivered after the fact: events created before our WINDOW_UPDATE was processed still
+/// report the old window. So after an update, events are ignored until one reports a window larger than
+/// the one the update was based on. The first event after the update always does: the update adds more
+/// than half the target, and the peer cannot have used more than the old window.
 struct ConnectionWindow {
     /// The window size kept available to the peer.
     let target: Int
+    /// The window size the last WINDOW_UPDATE was based on, until an event shows the update applied.
+    private var basis: Int?
 
-    /// The WINDOW_UPDATE increment due now that the window is `size`, if any.
-    func increment(forWindowSize size: Int) -> Int? {
-        size <= target / 2 ? target - size : nil
+    /// A window manager keeping `target` bytes open.
+    init(target: Int) {
+        self.target = target
+    }
+
+    /// The WINDOW_UPDATE increment due now that an event reports the window as `size`, if any.
+    mutating func increment(forWindowSize size: Int) -> Int? {
+        if let basis {
+            guard size > basis else { return nil }
+            self.basis = nil
+        }
+        guard size < target / 2 else { return nil }
+        basis = size
+        return target - size
     }
 }
 
@@ -66,7 +85,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     private let connectionID: Int
     private let tls: NIOSSLHandler
     private let gate: TransportGate
-    private let window = ConnectionWindow(target: 1 << 20)
+    private var window = ConnectionWindow(target: 1 << 20)
     private var random: SplitMix64
     private var phase = Phase.serving
     private var credentials = ConnectionCredentials()
@@ -192,9 +211,11 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         let faults = self.faults
         let now = core.clock.now()
         if case .undetermined = credentials.mode {
-            credentials.mode = tls.peerCertificate.map {
-                .certificate(topic: SimulatorCertificateAuthority.topic(of: $0))
-            } ?? .token
+            if let certificate = tls.peerCertificate {
+                credentials.mode = .certificate(topic: SimulatorCertificateAuthority.topic(of: certificate))
+            } else {
+                credentials.mode = .token
+            }
         }
         let head = RequestHead(request.headers)
         let verdict = core.validator.judge(head, payload: request.payload, credentials: &credentials, now: now)
@@ -354,8 +375,17 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     private func closeIfDrained(context: ChannelHandlerContext) {
         guard case .goingAway = phase, pending.isEmpty, delayed.isEmpty else { return }
         phase = .finished
-        flush(context: context)
-        context.close(promise: nil)
+        // Close only once everything written has reached the socket: closing at once would discard
+        // answers still queued in the channel, and the client would resend requests we counted as done.
+        // A PING's write completes after every frame written before it.
+        core.merge(&report, connectionID: connectionID)
+        needsFlush = false
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(
+            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(), ack: false))),
+            promise: written
+        )
+        written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     // MARK: Helpers

@@ -181,7 +181,7 @@ final class RequestLog: Sendable {
     /// Opens `path` for appending, creating it when missing.
     init(path: String) throws {
         if !FileManager.default.fileExists(atPath: path) {
-            FileManager.default.createFile(atPath: path, contents: nil)
+            try Data().write(to: URL(fileURLWithPath: path))
         }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         try handle.seekToEnd()

@@ -1,5 +1,5 @@
-import APNs
-import ArgumentParser
+public import APNs
+public import ArgumentParser
 import Foundation
 import Logging
 import NIOCore
@@ -73,7 +73,9 @@ struct APNsPushCommand: AsyncParsableCommand {
         }
         var priorityValue: APNsPriority?
         if let priority {
-            guard let p = APNsPriority(rawValue: priority) else { throw ValidationError("--priority must be 10, 5 or 1") }
+            guard let p = APNsPriority(rawValue: priority) else {
+                throw ValidationError("--priority must be 10, 5 or 1")
+            }
             priorityValue = p
         }
         let total = count ?? tokens.count
@@ -109,6 +111,7 @@ struct APNsPushCommand: AsyncParsableCommand {
             pool: pool, notifications: notifications, total: total, concurrency: concurrency
         )
         let elapsed = ContinuousClock.now - started
+        let snapshot = try await pool.snapshot()
         await pool.shutdown()
         try await group.shutdownGracefully()
 
@@ -116,6 +119,13 @@ struct APNsPushCommand: AsyncParsableCommand {
         for (key, value) in tally.sorted(by: { $0.key < $1.key }) {
             print("\(key.padding(toLength: 44, withPad: " ", startingAt: 0)) \(value)")
         }
+        for connection in snapshot.connections {
+            print(
+                "connection \(connection.id): \(connection.streamsOpened) streams, peer max concurrent streams "
+                    + "\(connection.peerMaxConcurrentStreams), most in flight \(connection.peakStreamsPerLimit.values.max() ?? 0)"
+            )
+        }
+        print("connections opened: \(snapshot.connectionsOpened)")
         print(String(format: "sent %d in %.3f s", total, seconds))
         print(String(format: "notifications/s: %.1f", Double(total) / seconds))
         if tally.count != 1 || tally["delivered"] != total { throw ExitCode(1) }

@@ -115,12 +115,12 @@ struct APNsSimCommand: AsyncParsableCommand {
             try await group.shutdownGracefully()
             throw error
         }
-        print("APNs simulator listening on https://\(simulator.host):\(simulator.port)")
-        print("CA certificate: \(simulator.caFile)")
-        if configuration.keys.isEmpty { print("warning: no --key given: every provider token will be refused") }
+        Self.say("APNs simulator listening on https://\(simulator.host):\(simulator.port)")
+        Self.say("CA certificate: \(simulator.caFile)")
+        if configuration.keys.isEmpty { Self.say("warning: no --key given: every provider token will be refused") }
 
         let signal = await Self.waitForTermination()
-        print("received signal \(signal), shutting down")
+        Self.say("received signal \(signal), shutting down")
         try await simulator.shutdown()
         try await group.shutdownGracefully()
         Self.printStatistics(simulator.statistics())
@@ -176,21 +176,27 @@ struct APNsSimCommand: AsyncParsableCommand {
         return await iterator.next() ?? SIGTERM
     }
 
+    /// Writes a line to standard output at once (`print` is buffered when the output is not a terminal,
+    /// and scripts wait for the listening address).
+    private static func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
     private static func printStatistics(_ statistics: APNsSimulatorStatistics) {
-        print("connections accepted: \(statistics.connectionsAccepted)")
-        print("requests received: \(statistics.requestsReceived)")
+        say("connections accepted: \(statistics.connectionsAccepted)")
+        say("requests received: \(statistics.requestsReceived)")
         for (status, count) in statistics.responsesByStatus.sorted(by: { $0.key < $1.key }) {
-            print("  status \(status): \(count)")
+            say("  status \(status): \(count)")
         }
         for (reason, count) in statistics.responsesByReason.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            print("  \(reason): \(count)")
+            say("  \(reason): \(count)")
         }
-        print("invalid JSON payloads: \(statistics.invalidJSONPayloads)")
+        say("invalid JSON payloads: \(statistics.invalidJSONPayloads)")
         let tokens = statistics.tokensByConnection.values.reduce(0) { $0 + $1.count }
-        print("provider tokens seen: \(tokens) on \(statistics.tokensByConnection.count) connections")
-        print("GOAWAYs sent: \(statistics.goawaysSent)")
-        print("streams refused: \(statistics.streamsRefused)")
-        print("connections dropped: \(statistics.connectionsDropped)")
-        print("connections stalled: \(statistics.connectionsStalled)")
+        say("provider tokens seen: \(tokens) on \(statistics.tokensByConnection.count) connections")
+        say("GOAWAYs sent: \(statistics.goawaysSent)")
+        say("streams refused: \(statistics.streamsRefused)")
+        say("connections dropped: \(statistics.connectionsDropped)")
+        say("connections stalled: \(statistics.connectionsStalled)")
     }
 }

@@ -40,6 +40,9 @@ struct Harness {
         configuration.keys = [APNsSimulatorKey(key)]
         configuration.topics = [topic, "com.example.other"]
         configuration.seed = 42
+        // Debug builds of NIOHTTP2 check their stream maps in O(streams) per frame; 100 streams keep
+        // the suite quick while still exercising many concurrent streams.
+        configuration.maxConcurrentStreams = 100
         configure(&configuration)
         let simulator = try await APNsSimulator.start(
             configuration: configuration, group: MultiThreadedEventLoopGroup.singleton
@@ -69,7 +72,8 @@ struct Harness {
         )
         configuration.retryBackoff = ExponentialBackoff(first: .milliseconds(5), maximum: .milliseconds(50))
         configuration.reconnectBackoff = ExponentialBackoff(first: .milliseconds(20), maximum: .milliseconds(200))
-        configuration.requestTimeout = .seconds(20)
+        configuration.requestTimeout = .seconds(60)
+        configuration.maximumStreamsPerConnection = 100
         configure(&configuration)
         let pool = try APNsPool(
             configuration: configuration, eventLoop: MultiThreadedEventLoopGroup.singleton.next(), clock: clock
