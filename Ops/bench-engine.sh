@@ -269,13 +269,17 @@ REPORT="$TMP/report.txt"
     echo "machine:    $(nproc) CPUs, $(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(uname -m)"
     echo "kernel:     $(uname -sr)"
     echo "load avg:   $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)"
-    echo "commit:     $commit"
+    echo "tree:       commit $commit (the binary below may be older when PUSHRELAY_BIN is given)"
     echo "tools:      $(h2load --version | head -n 1); $(nghttpd --version | head -n 1); $(openssl version)"
     if command -v swift >/dev/null 2>&1; then echo "swift:      $(swift --version 2>/dev/null | head -n 1)"; fi
     echo "workload:   $N x POST /3/device/<64 hex>, $PAYLOAD_BYTES-byte JSON, bearer ${#JWT} chars; 1 TLS connection, $CONCURRENCY streams asked"
     echo "sink:       nghttpd -n 1 -m $SINK_STREAMS $SINK_OPTS (TLS, empty 200), taskset -c $SINK_CPU"
     echo "clients:    taskset -c $CLIENT_CPU; h2load -c 1 -t 1 -m $CONCURRENCY; pushrelay apns push --connections 1 --concurrency $CONCURRENCY"
-    echo "pushrelay:  ${PUSHRELAY_BIN:-n/a} ($PUSHRELAY_STATUS)"
+    if [ -n "${PUSHRELAY_BIN:-}" ] && [ -f "$PUSHRELAY_BIN" ]; then
+        echo "pushrelay:  $PUSHRELAY_BIN, built $(date -u -r "$PUSHRELAY_BIN" +%Y-%m-%dT%H:%M:%SZ) ($PUSHRELAY_STATUS)"
+    else
+        echo "pushrelay:  n/a ($PUSHRELAY_STATUS)"
+    fi
     echo "runs:       $RUNS per client"
     echo
     python3 - "$ROWS" "$N" <<'PY'

@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -87,13 +86,17 @@ public struct APNsConnectionSnapshot: Sendable, Hashable {
     public var pingsSent: Int, pingsAcknowledged: Int
 }
 
-/// One HTTP/2 connection to APNs: the frame-level handler behind `NIOHTTP2Handler`.
+/// One HTTP/2 connection to APNs, speaking the protocol itself over the TLS stream.
 ///
-/// It owns its streams (no child channel per stream), its provider token, its PING timer and the
-/// deadlines of its requests. Everything runs on the channel's event loop.
+/// The handler owns its streams in a dictionary (no per-stream channel, no per-stream state machine,
+/// no sorted stream map: NIOHTTP2Handler's cost per stream capped the engine at about a quarter of
+/// h2load's rate), its provider token, its PING timer and its requests' deadlines. Headers are
+/// compressed with NIOHPACK. It speaks only the client half of HTTP/2 that APNs needs: one request
+/// (HEADERS + DATA) per stream, the response (HEADERS, optional DATA), SETTINGS, PING, GOAWAY,
+/// RST_STREAM and WINDOW_UPDATE. Everything runs on the channel's event loop.
 final class APNsConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private struct Stream {
         let request: PendingRequest
@@ -109,6 +112,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case closed
     }
 
+    /// A header block split over HEADERS and CONTINUATION frames.
+    private struct PartialHeaderBlock {
+        var streamID: UInt32
+        var endStream: Bool
+        var block: ByteBuffer
+    }
+
     let id: Int
     weak var delegate: (any APNsConnectionDelegate)?
     private let configuration: APNsPoolConfiguration
@@ -117,18 +127,30 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private let authority: String
     private var context: ChannelHandlerContext?
     private var state = State.connecting(tlsDone: false, settingsSeen: false)
-    private var streams: [HTTP2StreamID: Stream] = [:]
-    private var nextStreamID: Int32 = 1
+    private var streams: [UInt32: Stream] = [:]
+    private var nextStreamID: UInt32 = 1
     private var peerMaxConcurrentStreams = 1
+    private var peerInitialStreamWindow = 65_535
+    private var peerMaxFrameSize = 16_384
     private var peakStreamsPerLimit: [Int: Int] = [:]
     private var streamsOpened = 0
     private var tokens = ProviderTokenRotation()
-    private var unflushed = false
+    private var reader = HTTP2FrameReader()
+    private var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+    private var decoder = HPACKDecoder(
+        allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 16_384)
+    private var partialHeaders: PartialHeaderBlock?
+    /// Frames written since the last flush, sent as one buffer.
+    private var outbound = ByteBuffer()
+    private var flushScheduled = false
     private var inRead = false
     private var inboundWindowConsumed = 0
+    /// Our model of the peer's connection-level window for the DATA we send; a request waits in the
+    /// pool's FIFO queue while it is short.
+    private var sendWindow = 65_535
     private var lastRead = NIODeadline.now()
     private var lastPingSent = NIODeadline.now()
-    private var pingOutstanding: (data: HTTP2PingData, deadline: NIODeadline)?
+    private var pingOutstanding: (data: UInt64, deadline: NIODeadline)?
     private var pingsSent = 0
     private var pingsAcknowledged = 0
     private var housekeeping: RepeatedTask?
@@ -136,6 +158,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// The connection window we keep open for responses; replenished after half of it is used.
     private static let inboundWindow = 1 << 20
+    private static let preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
     init(id: Int, configuration: APNsPoolConfiguration, clock: any APNsClock, logger: Logger) {
         self.id = id
@@ -158,7 +181,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// How many more streams may be opened now.
     var availableStreams: Int {
-        guard isReady else { return 0 }
+        guard isReady, sendWindow >= APNsPushType.voip.maximumPayloadSize else { return 0 }
         return max(0, min(peerMaxConcurrentStreams, configuration.maximumStreamsPerConnection) - streams.count)
     }
 
@@ -174,22 +197,24 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     // MARK: Sending
 
-    /// Opens a stream for `request`. The caller checked ``availableStreams`` first.
+    /// Opens a stream for `request`: HEADERS, then DATA with END_STREAM. The caller checked
+    /// ``availableStreams`` first.
     func send(_ request: PendingRequest) {
-        guard let context, isReady else {
-            delegate?.connection(self, finished: request, with: .failure(.notProcessed("connection not ready")))
+        let n = request.notification
+        guard let context, isReady, n.payload.readableBytes <= peerInitialStreamWindow else {
+            let why = isReady ? "payload larger than the peer's stream window" : "connection not ready"
+            delegate?.connection(self, finished: request, with: .failure(.notProcessed(why)))
             return
         }
-        let streamID = HTTP2StreamID(nextStreamID)
+        let streamID = nextStreamID
         nextStreamID += 2
         request.attempts += 1
         streams[streamID] = Stream(request: request)
         streamsOpened += 1
-        peakStreamsPerLimit[peerMaxConcurrentStreams] = max(
-            peakStreamsPerLimit[peerMaxConcurrentStreams] ?? 0, streams.count
-        )
+        if streams.count > peakStreamsPerLimit[peerMaxConcurrentStreams] ?? 0 {
+            peakStreamsPerLimit[peerMaxConcurrentStreams] = streams.count
+        }
 
-        let n = request.notification
         var headers = HPACKHeaders()
         headers.reserveCapacity(10)
         headers.add(name: ":method", value: "POST")
@@ -211,18 +236,35 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if let apnsID = n.apnsID {
             headers.add(name: "apns-id", value: apnsID.uuidString.lowercased(), indexing: .nonIndexable)
         }
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))),
-            promise: nil
-        )
-        context.write(
-            wrapOutboundOut(
-                HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(n.payload), endStream: true)))
-            ),
-            promise: nil
-        )
+        writeHeaders(headers, streamID: streamID)
+        outbound.writeHTTP2Frame(type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID, payload: n.payload)
+        sendWindow -= n.payload.readableBytes
         scheduleFlush(context)
-        if nextStreamID > Int32.max - 2 { beginDraining(reason: "stream ids exhausted") }
+        if nextStreamID > UInt32(Int32.max) - 2 { beginDraining(reason: "stream ids exhausted") }
+    }
+
+    /// Writes a HEADERS frame (and CONTINUATION frames when the block exceeds the peer's frame size).
+    private func writeHeaders(_ headers: HPACKHeaders, streamID: UInt32) {
+        let headerStart = outbound.writerIndex
+        outbound.writeHTTP2FrameHeader(length: 0, type: .headers, flags: HTTP2FrameFlag.endHeaders, streamID: streamID)
+        let blockStart = outbound.writerIndex
+        // Encoding into a buffer fails only while another encoding is open, which never happens here.
+        try! encoder.encode(headers: headers, to: &outbound)
+        let blockLength = outbound.writerIndex - blockStart
+        if blockLength <= peerMaxFrameSize {
+            outbound.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)
+            outbound.setInteger(UInt16(truncatingIfNeeded: blockLength), at: headerStart + 1)
+            return
+        }
+        var block = outbound.getSlice(at: blockStart, length: blockLength)!
+        outbound.moveWriterIndex(to: headerStart)
+        var type = HTTP2FrameType.headers
+        while block.readableBytes > 0 {
+            let chunk = block.readSlice(length: min(block.readableBytes, peerMaxFrameSize))!
+            let flags = block.readableBytes == 0 ? HTTP2FrameFlag.endHeaders : 0
+            outbound.writeHTTP2Frame(type: type, flags: flags, streamID: streamID, payload: chunk)
+            type = .continuation
+        }
     }
 
     private static func priorityText(_ priority: APNsPriority) -> String {
@@ -235,17 +277,20 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// Coalesces flushes: one per read batch, or one per event-loop tick for writes outside a read.
     private func scheduleFlush(_ context: ChannelHandlerContext) {
-        guard !unflushed else { return }
-        unflushed = true
+        guard !flushScheduled else { return }
+        flushScheduled = true
         if !inRead {
             context.eventLoop.assumeIsolated().execute { self.flushIfNeeded() }
         }
     }
 
     private func flushIfNeeded() {
-        guard unflushed, let context else { return }
-        unflushed = false
-        context.flush()
+        guard flushScheduled, let context else { return }
+        flushScheduled = false
+        guard outbound.readableBytes > 0 else { return }
+        let bytes = outbound
+        outbound = context.channel.allocator.buffer(capacity: max(1024, bytes.readableBytes))
+        context.writeAndFlush(wrapOutboundOut(bytes), promise: nil)
     }
 
     /// Stops taking new streams; closes once the streams in flight have ended.
@@ -262,33 +307,43 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func closeIfDrained() {
         if case .draining = state, streams.isEmpty {
-            context?.close(promise: nil)
+            close()
         }
     }
 
-    /// Closes at once; streams in flight finish as `connectionLost`.
+    /// Closes at once (after writing what is pending); streams in flight finish as `connectionLost`.
     func close() {
-        context?.close(promise: nil)
+        guard let context else { return }
+        flushIfNeeded()
+        context.close(promise: nil)
     }
 
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        outbound = context.channel.allocator.buffer(capacity: 4096)
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        // The preface and our SETTINGS wait in the TLS handler until the handshake is done.
+        outbound.writeImmutableBuffer(Self.preface)
+        let settings: [(UInt16, UInt32)] = [
+            (0x2, 0),  // ENABLE_PUSH
+            (0x3, 100),  // MAX_CONCURRENT_STREAMS (APNs opens none)
+            (0x4, 65_535),  // INITIAL_WINDOW_SIZE
+            (0x6, 16_384),  // MAX_HEADER_LIST_SIZE
+        ]
+        outbound.writeHTTP2FrameHeader(length: 6 * settings.count, type: .settings, flags: 0, streamID: 0)
+        for (identifier, value) in settings {
+            outbound.writeInteger(identifier)
+            outbound.writeInteger(value)
+        }
         // Open our side of the connection window wide: only small error bodies come back, but
         // thousands of them must not stall the connection.
-        context.writeAndFlush(
-            wrapOutboundOut(
-                HTTP2Frame(
-                    streamID: .rootStream,
-                    payload: .windowUpdate(windowSizeIncrement: Self.inboundWindow - 65_535)
-                )
-            ),
-            promise: nil
-        )
+        writeWindowUpdate(increment: Self.inboundWindow - 65_535)
+        flushScheduled = true
+        flushIfNeeded()
         let interval = configuration.housekeepingInterval
         let this = NIOLoopBound(self, eventLoop: context.eventLoop)
         housekeeping = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
@@ -311,17 +366,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         delegate?.connectionClosed(
             self,
             setupError: wasConnecting
-                ? (lastError ?? APNsTransportFailure.connectFailed("closed before HTTP/2 was ready")) : nil)
+                ? (lastError ?? APNsTransportFailure.connectFailed("closed before HTTP/2 was ready")) : nil
+        )
         self.context = nil
         context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        switch event {
-        case TLSUserEvent.handshakeCompleted(let negotiated):
+        if case TLSUserEvent.handshakeCompleted(let negotiated) = event {
             guard negotiated == "h2" else {
                 logger.error("APNs endpoint did not negotiate h2", metadata: ["alpn": "\(negotiated ?? "none")"])
-                context.fireErrorCaught(APNsTransportFailure.connectFailed("ALPN did not select h2"))
+                lastError = APNsTransportFailure.connectFailed("ALPN did not select h2")
                 context.close(promise: nil)
                 return
             }
@@ -329,58 +384,26 @@ final class APNsConnectionHandler: ChannelInboundHandler {
                 state = .connecting(tlsDone: true, settingsSeen: settingsSeen)
                 becomeReadyIfConnected()
             }
-        case let closed as StreamClosedEvent:
-            if let stream = streams.removeValue(forKey: closed.streamID) {
-                let failure: APNsTransportFailure =
-                    closed.reason == .refusedStream
-                    ? .notProcessed("REFUSED_STREAM") : .streamReset("\(closed.reason ?? .cancel)")
-                finish(stream.request, .failure(failure))
-            }
-        default:
-            context.fireUserInboundEventTriggered(event)
         }
+        context.fireUserInboundEventTriggered(event)
     }
 
-    /// Transport and TLS errors close the connection. HTTP/2 errors drain it: a stream error has
-    /// already reset its stream (its request finishes through `StreamClosedEvent`), and a
-    /// connection error has sent GOAWAY, so no new stream goes out and the rest finish or time out.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("APNs connection error", metadata: ["error": "\(error)"])
         lastError = error
-        switch state {
-        case .ready where error is any NIOHTTP2Error, .draining where error is any NIOHTTP2Error:
-            beginDraining(reason: "\(error)")
-        default:
-            context.close(promise: nil)
-        }
+        context.close(promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         inRead = true
         lastRead = .now()
-        let frame = unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let headers):
-            receivedHeaders(headers, streamID: frame.streamID)
-        case .data(let data):
-            receivedData(data, streamID: frame.streamID, context: context)
-        case .rstStream(let code):
-            if let stream = streams.removeValue(forKey: frame.streamID) {
-                let failure: APNsTransportFailure =
-                    code == .refusedStream ? .notProcessed("REFUSED_STREAM") : .streamReset("\(code)")
-                finish(stream.request, .failure(failure))
+        reader.append(unwrapInboundIn(data))
+        do {
+            while let frame = try reader.next() {
+                try process(frame)
             }
-        case .settings(.settings(let settings)):
-            receivedSettings(settings)
-        case .ping(let data, ack: true):
-            if pingOutstanding?.data == data {
-                pingOutstanding = nil
-                pingsAcknowledged += 1
-            }
-        case .goAway(let lastStreamID, let errorCode, let opaqueData):
-            receivedGoAway(lastStreamID: lastStreamID, errorCode: errorCode, opaqueData: opaqueData)
-        default:
-            break
+        } catch {
+            connectionError(error, context: context)
         }
     }
 
@@ -390,18 +413,122 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         context.fireChannelReadComplete()
     }
 
+    /// The peer broke HTTP/2: GOAWAY with the error, then close.
+    private func connectionError(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
+        logger.warning("APNs connection protocol error", metadata: ["error": "\(error)"])
+        lastError = error
+        var payload = ByteBuffer()
+        payload.writeInteger(UInt32(0))
+        payload.writeInteger(error.code.rawValue)
+        outbound.writeHTTP2Frame(type: .goAway, streamID: 0, payload: payload)
+        state = .draining
+        close()
+    }
+
     // MARK: Frames
 
-    private func receivedHeaders(_ headers: HTTP2Frame.FramePayload.Headers, streamID: HTTP2StreamID) {
+    private func process(_ frame: HTTP2InboundFrame) throws(HTTP2ConnectionError) {
+        if let partial = partialHeaders {
+            guard frame.type == HTTP2FrameType.continuation.rawValue, frame.streamID == partial.streamID else {
+                throw HTTP2ConnectionError(code: .protocolError, reason: "header block interrupted")
+            }
+            var block = partial.block
+            var fragment = frame.payload
+            block.writeBuffer(&fragment)
+            if frame.has(HTTP2FrameFlag.endHeaders) {
+                partialHeaders = nil
+                try receivedHeaderBlock(block, streamID: partial.streamID, endStream: partial.endStream)
+            } else {
+                partialHeaders?.block = block
+            }
+            return
+        }
+        switch HTTP2FrameType(rawValue: frame.type) {
+        case .headers:
+            var block = frame.payload
+            try block.stripHTTP2Padding(flags: frame.flags, hasPriority: frame.has(HTTP2FrameFlag.priority))
+            let endStream = frame.has(HTTP2FrameFlag.endStream)
+            if frame.has(HTTP2FrameFlag.endHeaders) {
+                try receivedHeaderBlock(block, streamID: frame.streamID, endStream: endStream)
+            } else {
+                partialHeaders = PartialHeaderBlock(streamID: frame.streamID, endStream: endStream, block: block)
+            }
+        case .data:
+            try receivedData(frame)
+        case .rstStream:
+            guard let code = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt32.self) else {
+                throw HTTP2ConnectionError(code: .frameSizeError, reason: "RST_STREAM without error code")
+            }
+            if let stream = streams.removeValue(forKey: frame.streamID) {
+                let failure: APNsTransportFailure =
+                    code == HTTP2ErrorCode.refusedStream.rawValue
+                    ? .notProcessed("REFUSED_STREAM") : .streamReset(HTTP2ErrorCode.name(code))
+                finish(stream.request, .failure(failure))
+            }
+        case .settings:
+            try receivedSettings(frame)
+        case .ping:
+            guard frame.payload.readableBytes == 8,
+                let data = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt64.self)
+            else {
+                throw HTTP2ConnectionError(
+                    code: .frameSizeError, reason: "PING of \(frame.payload.readableBytes) bytes")
+            }
+            if frame.has(HTTP2FrameFlag.ack) {
+                if pingOutstanding?.data == data {
+                    pingOutstanding = nil
+                    pingsAcknowledged += 1
+                }
+            } else {
+                outbound.writeHTTP2Frame(type: .ping, flags: HTTP2FrameFlag.ack, streamID: 0, payload: frame.payload)
+                if let context { scheduleFlush(context) }
+            }
+        case .goAway:
+            var payload = frame.payload
+            guard let lastStreamID = payload.readInteger(as: UInt32.self),
+                let code = payload.readInteger(as: UInt32.self)
+            else { throw HTTP2ConnectionError(code: .frameSizeError, reason: "short GOAWAY") }
+            receivedGoAway(lastStreamID: lastStreamID & 0x7FFF_FFFF, errorCode: code, debugData: payload)
+        case .windowUpdate:
+            guard let increment = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt32.self) else {
+                throw HTTP2ConnectionError(code: .frameSizeError, reason: "short WINDOW_UPDATE")
+            }
+            if frame.streamID == 0 {
+                sendWindow += Int(increment & 0x7FFF_FFFF)
+                guard sendWindow <= Int(Int32.max) else {
+                    throw HTTP2ConnectionError(code: .flowControlError, reason: "connection window above 2^31-1")
+                }
+                if isReady { delegate?.connectionHasCapacity(self) }
+            }
+        case .pushPromise:
+            throw HTTP2ConnectionError(code: .protocolError, reason: "PUSH_PROMISE although push is disabled")
+        case .continuation:
+            throw HTTP2ConnectionError(code: .protocolError, reason: "CONTINUATION without HEADERS")
+        case .priority, nil:
+            break  // PRIORITY and unknown frame types are ignored (RFC 9113 §5.5).
+        }
+    }
+
+    private func receivedHeaderBlock(
+        _ block: ByteBuffer, streamID: UInt32, endStream: Bool
+    ) throws(HTTP2ConnectionError) {
+        // Every block is decoded, even for a stream we no longer track, to keep HPACK state in step.
+        var block = block
+        let headers: HPACKHeaders
+        do {
+            headers = try decoder.decodeHeaders(from: &block)
+        } catch {
+            throw HTTP2ConnectionError(code: .compressionError, reason: "\(error)")
+        }
         guard var stream = streams[streamID] else { return }
-        for (name, value, _) in headers.headers {
+        for (name, value, _) in headers {
             if name == ":status" {
                 stream.status = Int(value)
             } else if name == "apns-id" {
                 stream.apnsID = value
             }
         }
-        if headers.endStream {
+        if endStream {
             streams[streamID] = nil
             complete(stream)
         } else {
@@ -409,37 +536,33 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    private func receivedData(
-        _ data: HTTP2Frame.FramePayload.Data,
-        streamID: HTTP2StreamID,
-        context: ChannelHandlerContext
-    ) {
-        inboundWindowConsumed += data.data.readableBytes + (data.paddingBytes ?? 0)
+    private func receivedData(_ frame: HTTP2InboundFrame) throws(HTTP2ConnectionError) {
+        inboundWindowConsumed += frame.payload.readableBytes
         if inboundWindowConsumed >= Self.inboundWindow / 2 {
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(
-                        streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: inboundWindowConsumed))
-                ),
-                promise: nil
-            )
+            writeWindowUpdate(increment: inboundWindowConsumed)
             inboundWindowConsumed = 0
-            scheduleFlush(context)
+            if let context { scheduleFlush(context) }
         }
-        guard var stream = streams[streamID] else { return }
-        if case .byteBuffer(var bytes) = data.data {
-            if stream.body == nil {
-                stream.body = bytes
-            } else {
-                stream.body!.writeBuffer(&bytes)
-            }
+        guard var stream = streams[frame.streamID] else { return }
+        var data = frame.payload
+        try data.stripHTTP2Padding(flags: frame.flags, hasPriority: false)
+        // An APNs error body is a few dozen bytes; keep at most 4 KiB of whatever comes.
+        if stream.body == nil {
+            stream.body = data
+        } else if stream.body!.readableBytes < 4096 {
+            stream.body!.writeBuffer(&data)
         }
-        if data.endStream {
-            streams[streamID] = nil
+        if frame.has(HTTP2FrameFlag.endStream) {
+            streams[frame.streamID] = nil
             complete(stream)
         } else {
-            streams[streamID] = stream
+            streams[frame.streamID] = stream
         }
+    }
+
+    private func writeWindowUpdate(increment: Int) {
+        outbound.writeHTTP2FrameHeader(length: 4, type: .windowUpdate, flags: 0, streamID: 0)
+        outbound.writeInteger(UInt32(increment))
     }
 
     private func complete(_ stream: Stream) {
@@ -473,14 +596,37 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         return (decoded.reason.map(APNsReason.init(rawValue:)), decoded.timestamp)
     }
 
-    private func receivedSettings(_ settings: HTTP2Settings) {
-        for setting in settings where setting.parameter == .maxConcurrentStreams {
-            let old = peerMaxConcurrentStreams
-            peerMaxConcurrentStreams = setting.value
-            if setting.value != old {
-                logger.debug("peer max concurrent streams", metadata: ["value": "\(setting.value)"])
+    private func receivedSettings(_ frame: HTTP2InboundFrame) throws(HTTP2ConnectionError) {
+        if frame.has(HTTP2FrameFlag.ack) { return }
+        var payload = frame.payload
+        guard payload.readableBytes % 6 == 0 else {
+            throw HTTP2ConnectionError(code: .frameSizeError, reason: "SETTINGS of \(payload.readableBytes) bytes")
+        }
+        while let identifier = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+            switch identifier {
+            case 0x1:  // HEADER_TABLE_SIZE: our encoder's table must fit the peer's.
+                try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
+            case 0x3:  // MAX_CONCURRENT_STREAMS
+                if Int(value) != peerMaxConcurrentStreams {
+                    logger.debug("peer max concurrent streams", metadata: ["value": "\(value)"])
+                }
+                peerMaxConcurrentStreams = Int(value)
+            case 0x4:  // INITIAL_WINDOW_SIZE
+                guard value <= UInt32(Int32.max) else {
+                    throw HTTP2ConnectionError(code: .flowControlError, reason: "initial window above 2^31-1")
+                }
+                peerInitialStreamWindow = Int(value)
+            case 0x5:  // MAX_FRAME_SIZE
+                guard (16_384...16_777_215).contains(value) else {
+                    throw HTTP2ConnectionError(code: .protocolError, reason: "MAX_FRAME_SIZE \(value)")
+                }
+                peerMaxFrameSize = Int(value)
+            default:
+                break
             }
         }
+        outbound.writeHTTP2FrameHeader(length: 0, type: .settings, flags: HTTP2FrameFlag.ack, streamID: 0)
+        if let context { scheduleFlush(context) }
         if case .connecting(let tlsDone, _) = state {
             state = .connecting(tlsDone: tlsDone, settingsSeen: true)
             becomeReadyIfConnected()
@@ -495,8 +641,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         delegate?.connectionBecameReady(self)
     }
 
-    private func receivedGoAway(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, opaqueData: ByteBuffer?) {
-        let reason = opaqueData.flatMap { Self.decodeErrorBody($0).reason }?.rawValue ?? "\(errorCode)"
+    private func receivedGoAway(lastStreamID: UInt32, errorCode: UInt32, debugData: ByteBuffer) {
+        let reason = Self.decodeErrorBody(debugData).reason?.rawValue ?? HTTP2ErrorCode.name(errorCode)
         logger.info("APNs sent GOAWAY", metadata: ["last_stream": "\(lastStreamID)", "reason": "\(reason)"])
         if case .closed = state { return }
         state = .draining
@@ -516,14 +662,14 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         guard let context else { return }
         let now = NIODeadline.now()
         if !streams.isEmpty {
-            var expired: [HTTP2StreamID] = []
+            var expired: [UInt32] = []
             for (streamID, stream) in streams where stream.request.deadline <= now {
                 expired.append(streamID)
             }
             for streamID in expired.sorted() {
                 guard let stream = streams.removeValue(forKey: streamID) else { continue }
-                context.write(
-                    wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+                outbound.writeHTTP2FrameHeader(length: 4, type: .rstStream, flags: 0, streamID: streamID)
+                outbound.writeInteger(HTTP2ErrorCode.cancel.rawValue)
                 scheduleFlush(context)
                 finish(stream.request, .failure(.deadlineExceeded))
             }
@@ -535,21 +681,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
             return
         }
-        guard case .connecting = state else {
-            if now - lastRead >= configuration.idlePingInterval || now - lastPingSent >= configuration.pingInterval {
-                sendPing(context, now: now)
-            }
-            return
+        if case .connecting = state { return }
+        if now - lastRead >= configuration.idlePingInterval || now - lastPingSent >= configuration.pingInterval {
+            let data = now.uptimeNanoseconds
+            pingOutstanding = (data, now + configuration.pingTimeout)
+            lastPingSent = now
+            pingsSent += 1
+            outbound.writeHTTP2FrameHeader(length: 8, type: .ping, flags: 0, streamID: 0)
+            outbound.writeInteger(data)
+            scheduleFlush(context)
         }
-    }
-
-    private func sendPing(_ context: ChannelHandlerContext, now: NIODeadline) {
-        let data = HTTP2PingData(withInteger: UInt64(truncatingIfNeeded: now.uptimeNanoseconds))
-        pingOutstanding = (data, now + configuration.pingTimeout)
-        lastPingSent = now
-        pingsSent += 1
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
-        scheduleFlush(context)
     }
 }

@@ -1,6 +1,5 @@
 public import Logging
 public import NIOCore
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -211,25 +210,19 @@ public final class APNsPool: @unchecked Sendable {
         let boundHandler = NIOLoopBound(handler, eventLoop: eventLoop)
         let sslContext = self.sslContext
         let serverHostname = self.serverHostname
-        var http2Configuration = NIOHTTP2Handler.ConnectionConfiguration()
-        http2Configuration.headerBlockValidation = .disabled
-        http2Configuration.contentLengthValidation = .disabled
-        http2Configuration.initialSettings = [
-            HTTP2Setting(parameter: .enablePush, value: 0),
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-            HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
-        ]
-        let http2 = http2Configuration
         let connectTimeout = configuration.connectTimeout
         ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.maxMessagesPerRead, value: 16)
+            .channelOption(
+                .recvAllocator,
+                value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65_536, maximum: 1 << 20)
+            )
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: http2))
                     try sync.addHandler(boundHandler.value)
                 }
             }

@@ -86,7 +86,10 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     private let tls: NIOSSLHandler
     private let gate: TransportGate
     private var window = ConnectionWindow(target: 1 << 20)
+    /// Draws the random faults.
     private var random: SplitMix64
+    /// Makes the `apns-id`s of requests without one.
+    private var identifiers: SplitMix64
     private var phase = Phase.serving
     private var credentials = ConnectionCredentials()
     private var pending: [HTTP2StreamID: PendingRequest] = [:]
@@ -108,6 +111,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         self.tls = tls
         self.gate = gate
         self.random = SplitMix64(seed: core.seed &+ UInt64(connectionID) &* 0x9E37_79B9_7F4A_7C15)
+        self.identifiers = SplitMix64(seed: UInt64.random(in: .min ... .max))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -232,7 +236,7 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             streamID: streamID,
             status: verdict.status,
             reason: verdict.reason,
-            apnsID: head.apnsID.flatMap { UUID(uuidString: $0) == nil ? nil : $0 } ?? UUID().uuidString
+            apnsID: head.apnsID.flatMap { UUID(uuidString: $0) == nil ? nil : $0 } ?? identifiers.nextUUIDString()
         )
         if answer.status == 200 { injectFault(into: &answer, deviceToken: verdict.deviceToken, faults: faults) }
         answer.fault = connectionFault(faults)

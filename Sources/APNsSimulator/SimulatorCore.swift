@@ -1,7 +1,6 @@
 import APNs
 import Foundation
 import NIOConcurrencyHelpers
-import NIOCore
 
 /// What one connection did since it last reported: collected on its event loop without locks, and merged
 /// into the simulator's statistics once per read batch (before the batch's responses are flushed).
