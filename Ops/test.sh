@@ -10,6 +10,7 @@
 #      (Sources/, Tests/, Package.swift); warnings from dependencies (.build/checkouts) are ignored
 #   3. swift format lint --strict with the repo's .swift-format (any finding fails)
 #   4. swift test "$@"
+#   5. Ops/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -98,6 +99,11 @@ step="swift-test"
 log "swift test${*:+ $*}"
 swift test "${scratch[@]}" "$@"
 
+# --- 5. the engine's commands end to end -------------------------------------------------------
+step="smoke-apns-cli"
+log "Ops/smoke-apns-cli.sh"
+bash "$ROOT/Ops/smoke-apns-cli.sh" "$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
+
 step="done"
-printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s passed in %ds\n' \
+printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke passed in %ds\n' \
     "${*:+ $*}" "$(($(date +%s) - started))"

@@ -18,6 +18,11 @@ struct EngineTests {
             #expect(h.simulator.statistics().requestsReceived == 0)
             let report = try await pool.send(Harness.notification())
             #expect(report.outcome == .delivered)
+            // Requests are spread over the connections.
+            let reports = try await Harness.sendAll(pool, count: 300)
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            let opened = try await pool.snapshot().connections.map(\.streamsOpened)
+            #expect(opened.count == 3 && opened.allSatisfy { $0 >= 50 }, "streams per connection: \(opened)")
             await pool.shutdown()
         }
     }
