@@ -39,7 +39,7 @@ public struct APNsPoolConfiguration: Sendable {
     public var maximumStreamsPerConnection: Int = 1000
     /// How many requests may wait for a free stream before the pool is full.
     public var waitQueueCapacity: Int = 10_000
-    /// What a full pool does.
+    /// What a full pool does with a new request, unless the call says otherwise.
     public var backPressure: APNsBackPressure = .wait
     /// How long one request may take, from the call to the final answer, retries included.
     public var requestTimeout: TimeAmount = .seconds(30)

@@ -157,12 +157,17 @@ public final class APNsPool: @unchecked Sendable {
 
     /// Sends one notification and returns what became of it. Throws ``APNsValidationError`` when the
     /// notification is invalid (nothing is sent) and ``APNsPoolError`` when the pool refuses it.
-    public func send(_ notification: APNsNotification) async throws -> APNsDeliveryReport {
-        try await sendFuture(notification).get()
+    /// `whenFull` overrides the pool's ``APNsPoolConfiguration/backPressure`` for this call.
+    public func send(
+        _ notification: APNsNotification, whenFull: APNsBackPressure? = nil
+    ) async throws -> APNsDeliveryReport {
+        try await sendFuture(notification, whenFull: whenFull).get()
     }
 
-    /// ``send(_:)`` as a future, for callers that drive many sends from the event loop.
-    public func sendFuture(_ notification: APNsNotification) -> EventLoopFuture<APNsDeliveryReport> {
+    /// ``send(_:whenFull:)`` as a future, for callers that drive many sends from the event loop.
+    public func sendFuture(
+        _ notification: APNsNotification, whenFull: APNsBackPressure? = nil
+    ) -> EventLoopFuture<APNsDeliveryReport> {
         do {
             try notification.validate()
         } catch {
@@ -170,11 +175,14 @@ public final class APNsPool: @unchecked Sendable {
         }
         let promise = eventLoop.makePromise(of: APNsDeliveryReport.self)
         let deadline = NIODeadline.now() + configuration.requestTimeout
+        let backPressure = whenFull ?? configuration.backPressure
         if eventLoop.inEventLoop {
-            submit(PendingRequest(notification: notification, deadline: deadline, promise: promise))
+            submit(PendingRequest(notification: notification, deadline: deadline, promise: promise), backPressure)
         } else {
             eventLoop.execute {
-                self.submit(PendingRequest(notification: notification, deadline: deadline, promise: promise))
+                self.submit(
+                    PendingRequest(notification: notification, deadline: deadline, promise: promise), backPressure
+                )
             }
         }
         return promise.futureResult
@@ -290,7 +298,7 @@ public final class APNsPool: @unchecked Sendable {
 
     // MARK: Dispatch
 
-    private func submit(_ request: PendingRequest) {
+    private func submit(_ request: PendingRequest, _ backPressure: APNsBackPressure) {
         guard !isShutdown else {
             request.promise.fail(APNsPoolError.shutdown)
             return
@@ -301,7 +309,7 @@ public final class APNsPool: @unchecked Sendable {
         }
         if queue.count < configuration.waitQueueCapacity {
             queue.append(request)
-        } else if configuration.backPressure == .wait {
+        } else if backPressure == .wait {
             waiters.append(request)
         } else {
             request.promise.fail(APNsPoolError.queueFull(capacity: configuration.waitQueueCapacity))

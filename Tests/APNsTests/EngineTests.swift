@@ -347,6 +347,10 @@ struct EngineTests {
             let snapshot = try await pool.snapshot()
             #expect(snapshot.queued <= 3)
             #expect(snapshot.waiting > 0)
+            // This caller chooses to fail fast on the same full pool.
+            await #expect(throws: APNsPoolError.queueFull(capacity: 3)) {
+                try await pool.send(Harness.notification(), whenFull: .failFast)
+            }
             for future in futures { #expect(try await future.get().outcome == .delivered) }
             await pool.shutdown()
         }
