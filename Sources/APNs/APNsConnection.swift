@@ -311,6 +311,28 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Gives up on a connection that stopped answering: its streams finish as `connectionLost` now (so
+    /// they are retried elsewhere at once), the pool replaces it, and the channel is closed. The close
+    /// itself may take a while, since TLS waits for the silent peer's close_notify.
+    private func abort() {
+        housekeeping?.cancel()
+        housekeeping = nil
+        pingOutstanding = nil
+        if case .connecting = state {
+            close()
+            return
+        }
+        let wasReady = isReady
+        state = .draining
+        let lost = streams
+        streams.removeAll()
+        for (_, stream) in lost.sorted(by: { $0.key < $1.key }) {
+            delegate?.connection(self, finished: stream.request, with: .failure(.connectionLost))
+        }
+        if wasReady { delegate?.connectionIsDraining(self) }
+        close()
+    }
+
     /// Closes at once (after writing what is pending); streams in flight finish as `connectionLost`.
     func close() {
         guard let context else { return }
@@ -677,7 +699,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         if let ping = pingOutstanding {
             if ping.deadline <= now {
                 logger.warning("APNs did not answer PING; closing the connection")
-                context.close(promise: nil)
+                abort()
             }
             return
         }
