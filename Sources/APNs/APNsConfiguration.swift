@@ -39,6 +39,9 @@ public struct APNsPoolConfiguration: Sendable {
     public var maximumStreamsPerConnection: Int = 1000
     /// How many requests may wait for a free stream before the pool is full.
     public var waitQueueCapacity: Int = 10_000
+    /// How many callers may wait for room in a full queue (``APNsBackPressure/wait``); beyond this
+    /// even waiting callers fail fast, so that callers who do not await cannot grow memory.
+    public var waiterCapacity: Int = 100_000
     /// What a full pool does with a new request, unless the call says otherwise.
     public var backPressure: APNsBackPressure = .wait
     /// How long one request may take, from the call to the final answer, retries included.

@@ -154,8 +154,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var pingsSent = 0
     private var pingsAcknowledged = 0
     private var housekeeping: RepeatedTask?
-    private var lastError: (any Error)?
+    /// Why the connection failed, for the pool's report when it never became ready.
+    var lastError: (any Error)?
+    /// Whether APNs has answered 200 on this connection: it authenticated and is known good.
+    private(set) var hasDelivered = false
 
+    /// The largest header block accepted across HEADERS and CONTINUATION frames.
+    private static let maximumHeaderBlock = 65_536
     /// The connection window we keep open for responses; replenished after half of it is used.
     private static let inboundWindow = 1 << 20
     private static let preface = ByteBuffer(string: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
@@ -179,9 +184,17 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         return false
     }
 
-    /// How many more streams may be opened now.
+    /// Whether TLS or the HTTP/2 setup is still under way.
+    var isConnecting: Bool {
+        if case .connecting = state { return true }
+        return false
+    }
+
+    /// How many more streams may be opened now: within the peer's and our stream limits, and only
+    /// while the peer's windows take the largest payload.
     var availableStreams: Int {
-        guard isReady, sendWindow >= APNsPushType.voip.maximumPayloadSize else { return 0 }
+        let largestPayload = APNsPushType.voip.maximumPayloadSize
+        guard isReady, sendWindow >= largestPayload, peerInitialStreamWindow >= largestPayload else { return 0 }
         return max(0, min(peerMaxConcurrentStreams, configuration.maximumStreamsPerConnection) - streams.count)
     }
 
@@ -201,14 +214,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// ``availableStreams`` first.
     func send(_ request: PendingRequest) {
         let n = request.notification
-        guard let context, isReady, n.payload.readableBytes <= peerInitialStreamWindow else {
-            let why = isReady ? "payload larger than the peer's stream window" : "connection not ready"
-            delegate?.connection(self, finished: request, with: .failure(.notProcessed(why)))
+        request.attempts += 1
+        guard let context, isReady else {
+            delegate?.connection(self, finished: request, with: .failure(.notProcessed("connection not ready")))
             return
         }
         let streamID = nextStreamID
         nextStreamID += 2
-        request.attempts += 1
         streams[streamID] = Stream(request: request)
         streamsOpened += 1
         if streams.count > peakStreamsPerLimit[peerMaxConcurrentStreams] ?? 0 {
@@ -312,7 +324,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     }
 
     /// Gives up on a connection that stopped answering: its streams finish as `connectionLost` now (so
-    /// they are retried elsewhere at once), the pool replaces it, and the channel is closed. The close
+    /// the pool retries them on another connection, with backoff), the pool replaces it, and the
+    /// channel is closed. The close
     /// itself may take a while, since TLS waits for the silent peer's close_notify.
     private func abort() {
         housekeeping?.cancel()
@@ -336,6 +349,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Closes at once (after writing what is pending); streams in flight finish as `connectionLost`.
     func close() {
         guard let context else { return }
+        flushScheduled = true
         flushIfNeeded()
         context.close(promise: nil)
     }
@@ -456,6 +470,9 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
             var block = partial.block
             var fragment = frame.payload
+            guard block.readableBytes + fragment.readableBytes <= Self.maximumHeaderBlock else {
+                throw HTTP2ConnectionError(code: .protocolError, reason: "header block over 64 KiB")
+            }
             block.writeBuffer(&fragment)
             if frame.has(HTTP2FrameFlag.endHeaders) {
                 partialHeaders = nil
@@ -465,7 +482,20 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             }
             return
         }
-        switch HTTP2FrameType(rawValue: frame.type) {
+        let type = HTTP2FrameType(rawValue: frame.type)
+        switch type {
+        case .settings, .ping, .goAway:
+            guard frame.streamID == 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, reason: "\(type!) on stream \(frame.streamID)")
+            }
+        case .headers, .data, .rstStream, .continuation, .pushPromise:
+            guard frame.streamID != 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, reason: "\(type!) on stream 0")
+            }
+        case .windowUpdate, .priority, nil:
+            break
+        }
+        switch type {
         case .headers:
             var block = frame.payload
             try block.stripHTTP2Padding(flags: frame.flags, hasPriority: frame.has(HTTP2FrameFlag.priority))
@@ -478,8 +508,11 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         case .data:
             try receivedData(frame)
         case .rstStream:
-            guard let code = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt32.self) else {
-                throw HTTP2ConnectionError(code: .frameSizeError, reason: "RST_STREAM without error code")
+            guard frame.payload.readableBytes == 4,
+                let code = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt32.self)
+            else {
+                throw HTTP2ConnectionError(
+                    code: .frameSizeError, reason: "RST_STREAM of \(frame.payload.readableBytes) bytes")
             }
             if let stream = streams.removeValue(forKey: frame.streamID) {
                 let failure: APNsTransportFailure =
@@ -512,10 +545,16 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             else { throw HTTP2ConnectionError(code: .frameSizeError, reason: "short GOAWAY") }
             receivedGoAway(lastStreamID: lastStreamID & 0x7FFF_FFFF, errorCode: code, debugData: payload)
         case .windowUpdate:
-            guard let increment = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt32.self) else {
-                throw HTTP2ConnectionError(code: .frameSizeError, reason: "short WINDOW_UPDATE")
+            guard frame.payload.readableBytes == 4,
+                let increment = frame.payload.getInteger(at: frame.payload.readerIndex, as: UInt32.self)
+            else {
+                throw HTTP2ConnectionError(
+                    code: .frameSizeError, reason: "WINDOW_UPDATE of \(frame.payload.readableBytes) bytes")
             }
             if frame.streamID == 0 {
+                guard increment & 0x7FFF_FFFF != 0 else {
+                    throw HTTP2ConnectionError(code: .protocolError, reason: "WINDOW_UPDATE of 0")
+                }
                 sendWindow += Int(increment & 0x7FFF_FFFF)
                 guard sendWindow <= Int(Int32.max) else {
                     throw HTTP2ConnectionError(code: .flowControlError, reason: "connection window above 2^31-1")
@@ -589,6 +628,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     private func complete(_ stream: Stream) {
         var response = APNsResponse(status: stream.status ?? 0, apnsID: stream.apnsID)
+        if response.status == 200 { hasDelivered = true }
         if response.status != 200, let body = stream.body {
             let error = Self.decodeErrorBody(body)
             response.reason = error.reason

@@ -86,21 +86,27 @@ public final class APNsPool: @unchecked Sendable {
     private let serverHostname: String?
 
     private struct Slot {
+        /// The slot's connection once TCP is up (while it does TLS and HTTP/2 setup, and after).
         var connection: APNsConnectionHandler?
+        /// The id of the connection attempt in progress, until its TCP connect ends.
+        var attempt: Int?
+        /// Connection attempts in a row that ended before a notification was delivered.
         var failures = 0
         var reconnect: Scheduled<Void>?
+        /// Whether `start()` still waits for this slot's first attempt.
+        var startPending = false
     }
 
     private var slots: [Slot]
     private var draining: [ObjectIdentifier: APNsConnectionHandler] = [:]
     private var queue = CircularBuffer<PendingRequest>()
     private var waiters = CircularBuffer<PendingRequest>()
-    private var retries: [ObjectIdentifier: Scheduled<Void>] = [:]
+    private var retries: [ObjectIdentifier: (task: Scheduled<Void>, request: PendingRequest)] = [:]
     private var connectionsOpened = 0
     private var isShutdown = false
     private var lastConnectError: String?
     private var startWaiters: [EventLoopPromise<Void>] = []
-    private var startAttemptsPending = 0
+    private var started = false
     private var housekeeping: RepeatedTask?
     private var rng = SystemRandomNumberGenerator()
 
@@ -122,6 +128,10 @@ public final class APNsPool: @unchecked Sendable {
         let host = configuration.endpoint.host
         self.serverHostname = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
         self.slots = Array(repeating: Slot(), count: configuration.connections)
+        let interval = configuration.housekeepingInterval
+        self.housekeeping = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) {
+            [weak self] _ in self?.expireQueued()
+        }
     }
 
     // MARK: Public API
@@ -141,14 +151,13 @@ public final class APNsPool: @unchecked Sendable {
                 return promise.futureResult
             }
             self.startWaiters.append(promise)
-            if self.housekeeping == nil {
-                self.startAttemptsPending = self.slots.count
-                let interval = self.configuration.housekeepingInterval
-                self.housekeeping = self.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) {
-                    [weak self] _ in self?.expireQueued()
+            if !self.started {
+                self.started = true
+                for index in self.slots.indices {
+                    self.slots[index].startPending = true
+                    self.connect(slot: index)
                 }
-                for index in self.slots.indices { self.connect(slot: index) }
-            } else if self.startAttemptsPending == 0 {
+            } else if !self.slots.contains(where: \.startPending) {
                 self.finishStart()
             }
             return promise.futureResult
@@ -209,13 +218,12 @@ public final class APNsPool: @unchecked Sendable {
     private func connect(slot index: Int) {
         guard !isShutdown else { return }
         connectionsOpened += 1
-        let handler = APNsConnectionHandler(
-            id: connectionsOpened, configuration: configuration, clock: clock, logger: logger
-        )
-        handler.delegate = self
-        slots[index].connection = handler
+        let id = connectionsOpened
+        slots[index].attempt = id
         slots[index].reconnect = nil
-        let boundHandler = NIOLoopBound(handler, eventLoop: eventLoop)
+        let configuration = self.configuration
+        let clock = self.clock
+        let logger = self.logger
         let sslContext = self.sslContext
         let serverHostname = self.serverHostname
         let connectTimeout = configuration.connectTimeout
@@ -228,10 +236,16 @@ public final class APNsPool: @unchecked Sendable {
                 value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65_536, maximum: 1 << 20)
             )
             .channelInitializer { channel in
+                // A host name with several addresses may get several sockets (happy eyeballs): each
+                // gets its own handler, and the winner's becomes the slot's connection below.
                 channel.eventLoop.makeCompletedFuture {
+                    let handler = APNsConnectionHandler(
+                        id: id, configuration: configuration, clock: clock, logger: logger
+                    )
+                    handler.delegate = self
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(boundHandler.value)
+                    try sync.addHandler(handler)
                 }
             }
             .connect(host: configuration.endpoint.host, port: configuration.endpoint.port)
@@ -239,27 +253,43 @@ public final class APNsPool: @unchecked Sendable {
             .whenComplete { result in
                 switch result {
                 case .success(let channel):
-                    // The handshake and the first SETTINGS must also come within the connect timeout.
-                    channel.eventLoop.assumeIsolated().scheduleTask(in: connectTimeout) {
-                        if !boundHandler.value.isReady { boundHandler.value.close() }
-                    }
+                    self.connected(channel, slot: index, attempt: id)
                 case .failure(let error):
-                    self.connectFailed(handler, error: "\(error)")
+                    self.connectFailed(slot: index, attempt: id, error: "\(error)")
                 }
             }
+    }
+
+    private func connected(_ channel: any Channel, slot index: Int, attempt id: Int) {
+        guard let handler = try? channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self),
+            slots[index].attempt == id, !isShutdown
+        else {
+            channel.close(promise: nil)
+            return
+        }
+        slots[index].attempt = nil
+        slots[index].connection = handler
+        // The handshake and the first SETTINGS must also come within the connect timeout.
+        let bound = NIOLoopBound(handler, eventLoop: eventLoop)
+        eventLoop.assumeIsolated().scheduleTask(in: configuration.connectTimeout) {
+            if bound.value.isConnecting {
+                bound.value.lastError = APNsTransportFailure.connectFailed("no TLS and HTTP/2 setup in time")
+                bound.value.close()
+            }
+        }
     }
 
     private func slotIndex(of connection: APNsConnectionHandler) -> Int? {
         slots.firstIndex { $0.connection === connection }
     }
 
-    private func connectFailed(_ connection: APNsConnectionHandler, error: String) {
+    private func connectFailed(slot index: Int, attempt id: Int, error: String) {
         lastConnectError = error
-        guard let index = slotIndex(of: connection) else { return }
+        guard slots[index].attempt == id else { return }
         logger.warning("APNs connection failed", metadata: ["error": "\(error)"])
-        slots[index].connection = nil
+        slots[index].attempt = nil
         slots[index].failures += 1
-        startAttemptEnded()
+        startAttemptEnded(slot: index)
         scheduleReconnect(slot: index)
     }
 
@@ -277,10 +307,10 @@ public final class APNsPool: @unchecked Sendable {
         }
     }
 
-    private func startAttemptEnded() {
-        guard startAttemptsPending > 0 else { return }
-        startAttemptsPending -= 1
-        if startAttemptsPending == 0 { finishStart() }
+    private func startAttemptEnded(slot index: Int) {
+        guard slots[index].startPending else { return }
+        slots[index].startPending = false
+        if !slots.contains(where: \.startPending) { finishStart() }
     }
 
     private func finishStart() {
@@ -309,7 +339,7 @@ public final class APNsPool: @unchecked Sendable {
         }
         if queue.count < configuration.waitQueueCapacity {
             queue.append(request)
-        } else if backPressure == .wait {
+        } else if backPressure == .wait && waiters.count < configuration.waiterCapacity {
             waiters.append(request)
         } else {
             request.promise.fail(APNsPoolError.queueFull(capacity: configuration.waitQueueCapacity))
@@ -332,7 +362,9 @@ public final class APNsPool: @unchecked Sendable {
 
     private func dispatchQueued(to connection: APNsConnectionHandler) {
         let now = NIODeadline.now()
-        while connection.availableStreams > 0, let request = queue.popFirst() {
+        while connection.availableStreams > 0 {
+            if queue.isEmpty { admitWaiters() }
+            guard let request = queue.popFirst() else { break }
             if request.deadline <= now {
                 complete(request, .failure(.deadlineExceeded))
             } else {
@@ -359,6 +391,10 @@ public final class APNsPool: @unchecked Sendable {
             complete(first, .failure(queueTimeoutFailure()))
         }
         admitWaiters()
+        for slot in slots {
+            guard !queue.isEmpty else { break }
+            if let connection = slot.connection { dispatchQueued(to: connection) }
+        }
     }
 
     private func queueTimeoutFailure() -> APNsTransportFailure {
@@ -437,11 +473,12 @@ public final class APNsPool: @unchecked Sendable {
         }
         let key = ObjectIdentifier(request)
         let box = NIOLoopBound(request, eventLoop: eventLoop)
-        retries[key] = eventLoop.assumeIsolated().scheduleTask(in: delay) { [weak self] in
+        let task = eventLoop.assumeIsolated().scheduleTask(in: delay) { [weak self] in
             guard let self else { return }
             self.retries[key] = nil
             self.requeueNow(box.value)
         }
+        retries[key] = (task, request)
     }
 
     // MARK: Shutdown
@@ -451,12 +488,16 @@ public final class APNsPool: @unchecked Sendable {
         isShutdown = true
         housekeeping?.cancel()
         for index in slots.indices { slots[index].reconnect?.cancel() }
-        for (_, retry) in retries { retry.cancel() }
+        for (_, retry) in retries {
+            retry.task.cancel()
+            retry.request.promise.fail(APNsPoolError.shutdown)
+        }
         retries.removeAll()
         let pending = Array(queue) + Array(waiters)
         queue.removeAll()
         waiters.removeAll()
         for request in pending { request.promise.fail(APNsPoolError.shutdown) }
+        for index in slots.indices { slots[index].startPending = false }
         finishStart()
     }
 
@@ -491,20 +532,26 @@ public final class APNsPool: @unchecked Sendable {
 extension APNsPool: APNsConnectionDelegate {
     func connectionBecameReady(_ connection: APNsConnectionHandler) {
         guard let index = slotIndex(of: connection) else { return }
-        slots[index].failures = 0
+        guard !isShutdown else {
+            connection.close()
+            return
+        }
         logger.debug("APNs connection ready", metadata: ["connection": "\(connection.id)"])
-        startAttemptEnded()
+        startAttemptEnded(slot: index)
         dispatchQueued(to: connection)
     }
 
     func connectionHasCapacity(_ connection: APNsConnectionHandler) {
-        if !queue.isEmpty { dispatchQueued(to: connection) }
+        if !queue.isEmpty || !waiters.isEmpty { dispatchQueued(to: connection) }
     }
 
     func connectionIsDraining(_ connection: APNsConnectionHandler) {
         guard let index = slotIndex(of: connection) else { return }
         draining[ObjectIdentifier(connection)] = connection
         slots[index].connection = nil
+        // A connection replaced before it delivered anything counts as a failed attempt, so that a
+        // peer that accepts and then refuses every connection is not hammered.
+        if !connection.hasDelivered { slots[index].failures += 1 }
         scheduleReconnect(slot: index)
     }
 
@@ -513,12 +560,11 @@ extension APNsPool: APNsConnectionDelegate {
         guard let index = slotIndex(of: connection) else { return }
         slots[index].connection = nil
         if let setupError {
-            // It closed before it ever became ready: a failed attempt, so back off.
             lastConnectError = "\(setupError)"
             logger.warning("APNs connection setup failed", metadata: ["error": "\(setupError)"])
-            slots[index].failures += 1
-            startAttemptEnded()
+            startAttemptEnded(slot: index)
         }
+        if !connection.hasDelivered { slots[index].failures += 1 }
         scheduleReconnect(slot: index)
     }
 
@@ -527,8 +573,11 @@ extension APNsPool: APNsConnectionDelegate {
         finished request: PendingRequest,
         with result: Result<APNsResponse, APNsTransportFailure>
     ) {
-        if case .success(let response) = result, response.invalidatesConnection {
-            connection.beginDraining(reason: response.reason?.rawValue ?? "provider token refused")
+        if case .success(let response) = result {
+            if response.status == 200, let index = slotIndex(of: connection) { slots[index].failures = 0 }
+            if response.invalidatesConnection {
+                connection.beginDraining(reason: response.reason?.rawValue ?? "provider token refused")
+            }
         }
         handle(request, result)
     }

@@ -81,6 +81,9 @@ struct HTTP2FrameReader {
     /// Adds bytes read from the connection.
     mutating func append(_ bytes: ByteBuffer) {
         if var buffer, buffer.readableBytes > 0 {
+            // Drop what was already read, so that a stream of reads ending mid-frame cannot grow it.
+            self.buffer = nil
+            buffer.discardReadBytes()
             var bytes = bytes
             buffer.writeBuffer(&bytes)
             self.buffer = buffer

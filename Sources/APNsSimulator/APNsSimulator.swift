@@ -70,16 +70,18 @@ public final class APNsSimulator: Sendable {
                     let gate = TransportGate()
                     let tlsHandler = NIOSSLServerHandler(context: sslContext)
                     let pipeline = channel.pipeline.syncOperations
+                    let handler = SimulatorConnectionHandler(
+                        core: core, connectionID: connectionID, tls: tlsHandler, gate: gate
+                    )
                     try pipeline.addHandler(gate)
                     try pipeline.addHandler(tlsHandler)
+                    try pipeline.addHandler(StatisticsBarrier(handler: handler))
                     try pipeline.addHandler(
                         NIOHTTP2Handler(
                             mode: .server, connectionConfiguration: http2Connection, streamConfiguration: http2Stream
                         )
                     )
-                    try pipeline.addHandler(
-                        SimulatorConnectionHandler(core: core, connectionID: connectionID, tls: tlsHandler, gate: gate)
-                    )
+                    try pipeline.addHandler(handler)
                     connections.add(channel)
                 }
             }

@@ -411,6 +411,11 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         return faults
     }
 
+    /// Adds what this connection saw since the last report to the simulator's statistics.
+    func mergeStatistics() {
+        core.merge(&report, connectionID: connectionID)
+    }
+
     /// Reports to the simulator's statistics, then flushes what was written.
     private func flush(context: ChannelHandlerContext) {
         core.merge(&report, connectionID: connectionID)
@@ -418,5 +423,24 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             needsFlush = false
             context.flush()
         }
+    }
+}
+
+/// Sits between TLS and HTTP/2 and reports a connection's statistics at the end of each read batch,
+/// before `NIOHTTP2Handler` flushes the batch's responses: a client never sees an answer that the
+/// simulator's statistics do not count yet.
+final class StatisticsBarrier: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let handler: SimulatorConnectionHandler
+
+    init(handler: SimulatorConnectionHandler) {
+        self.handler = handler
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        handler.mergeStatistics()
+        context.fireChannelReadComplete()
     }
 }

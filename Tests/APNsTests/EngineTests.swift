@@ -194,6 +194,23 @@ struct EngineTests {
         }
     }
 
+    @Test func shutdownFailsRequestsWaitingForARetry() async throws {
+        try await Harness.run(configure: { $0.faults.rate500 = 1 }) { h in
+            let pool = try await h.pool {
+                $0.retryBackoff = ExponentialBackoff(first: .seconds(10), maximum: .seconds(10))
+            }
+            let pending = pool.sendFuture(Harness.notification())
+            // Answered 500 and back in the pool, waiting for its retry.
+            let waiting = try await Harness.eventually {
+                let inFlight = try await pool.snapshot().streamsInFlight
+                return h.simulator.statistics().requestsReceived == 1 && inFlight == 0
+            }
+            #expect(waiting)
+            await pool.shutdown(gracePeriod: .milliseconds(10))
+            await #expect(throws: APNsPoolError.shutdown) { try await pending.get() }
+        }
+    }
+
     @Test func configurationFaultsAreNotRetried() async throws {
         try await Harness.run { h in
             let pool = try await h.pool()
