@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "APNs", targets: ["APNs"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
+        .library(name: "RelayStore", targets: ["RelayStore"]),
         .executable(name: "pushrelay", targets: ["pushrelay"]),
     ],
     dependencies: [
@@ -23,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(
@@ -54,6 +56,15 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "RelayStore",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "pushrelay",
             dependencies: [
@@ -78,6 +89,15 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RelayStoreTests",
+            dependencies: [
+                "RelayStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

@@ -2,8 +2,6 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHPACK
-import NIOPosix
-import NIOSSL
 import NIOTLS
 
 /// Why an attempt ended without an answer from APNs.
