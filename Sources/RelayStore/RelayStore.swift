@@ -1,0 +1,164 @@
+public import Logging
+public import PostgresNIO
+
+/// The relay's PostgreSQL store: a connection pool and the schema's migrations.
+///
+/// The pool only works while ``run()`` runs, as with postgres-nio's `PostgresClient`; use
+/// ``withStore(configuration:logger:_:)`` to have that done for the duration of a closure.
+public struct RelayStore: Sendable {
+    /// The advisory lock key held while migrating (ASCII "pushrela"), shared by every relay process.
+    public static let migrationLockKey = 0x7075_7368_7265_6C61
+
+    /// The underlying postgres-nio client.
+    public let client: PostgresClient
+    /// The migrations this store applies, in order.
+    public let migrations: [Migration]
+    private let logger: Logger
+
+    /// Creates a store; it connects lazily, once ``run()`` runs.
+    ///
+    /// - Parameters:
+    ///   - configuration: Where the database is.
+    ///   - migrations: The schema's migrations; the relay's own by default.
+    ///   - logger: Where queries and connection events are logged.
+    public init(configuration: Configuration, migrations: [Migration] = Migration.all, logger: Logger) {
+        self.client = PostgresClient(configuration: configuration.postgres, backgroundLogger: logger)
+        self.migrations = migrations.sorted { $0.version < $1.version }
+        self.logger = logger
+    }
+
+    /// Runs the connection pool until the calling task is cancelled.
+    public func run() async {
+        await client.run()
+    }
+
+    /// Creates a store, runs its pool while `body` runs, and shuts the pool down afterwards.
+    public static func withStore<Result: Sendable>(
+        configuration: Configuration,
+        migrations: [Migration] = Migration.all,
+        logger: Logger,
+        _ body: @Sendable (RelayStore) async throws -> Result
+    ) async throws -> Result {
+        let store = RelayStore(configuration: configuration, migrations: migrations, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await store.run() }
+            defer { group.cancelAll() }
+            return try await body(store)
+        }
+    }
+
+    /// Applies every migration not yet recorded in `schema_migrations` and returns their versions.
+    ///
+    /// Runs on one connection under the session-level advisory lock ``migrationLockKey``, so
+    /// processes starting at once apply each migration exactly once; each migration runs in its
+    /// own transaction. Running it again applies nothing and returns `[]`.
+    @discardableResult
+    public func migrate() async throws(RelayStoreError) -> [Int] {
+        do {
+            return try await client.withConnection { connection in
+                try await withMigrationLock(on: connection) {
+                    try await applyPending(on: connection)
+                }
+            }
+        } catch let error as RelayStoreError {
+            throw error
+        } catch {
+            throw .databaseUnavailable(describePostgresError(error))
+        }
+    }
+
+    /// The versions recorded in `schema_migrations`, in order (empty before the first migration).
+    public func appliedMigrations() async throws(RelayStoreError) -> [Int] {
+        do {
+            let rows = try await client.query(
+                "SELECT version::int8 FROM schema_migrations ORDER BY version",
+                logger: logger
+            )
+            var versions: [Int] = []
+            for try await version in rows.decode(Int.self) {
+                versions.append(version)
+            }
+            return versions
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" {
+            return []
+        } catch {
+            throw .databaseUnavailable(describePostgresError(error))
+        }
+    }
+
+    /// Holds the migration lock on `connection` around `body`; if releasing fails, closes the
+    /// connection so the pool never hands out a session that still holds the lock.
+    private func withMigrationLock<Result>(
+        on connection: PostgresConnection,
+        _ body: () async throws -> Result
+    ) async throws -> Result {
+        try await connection.query("SELECT pg_advisory_lock(\(Self.migrationLockKey))", logger: logger)
+        let result: Result
+        do {
+            result = try await body()
+        } catch {
+            await unlock(connection)
+            throw error
+        }
+        await unlock(connection)
+        return result
+    }
+
+    private func unlock(_ connection: PostgresConnection) async {
+        do {
+            try await connection.query("SELECT pg_advisory_unlock(\(Self.migrationLockKey))", logger: logger)
+        } catch {
+            logger.warning(
+                "could not release the migration lock; closing the connection",
+                metadata: [
+                    "error": "\(describePostgresError(error))"
+                ])
+            try? await connection.close()
+        }
+    }
+
+    private func applyPending(on connection: PostgresConnection) async throws -> [Int] {
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            logger: logger
+        )
+        var applied = Set<Int>()
+        for try await version in try await connection.query(
+            "SELECT version::int8 FROM schema_migrations",
+            logger: logger
+        ).decode(Int.self) {
+            applied.insert(version)
+        }
+
+        var newlyApplied: [Int] = []
+        for migration in migrations where !applied.contains(migration.version) {
+            do {
+                try await connection.withTransaction(logger: logger) { transaction in
+                    for statement in migration.statements {
+                        try await transaction.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await transaction.query(
+                        "INSERT INTO schema_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                        logger: logger
+                    )
+                }
+            } catch {
+                throw RelayStoreError.migrationFailed(
+                    version: migration.version,
+                    name: migration.name,
+                    underlying: describePostgresError(error)
+                )
+            }
+            logger.info(
+                "applied migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            newlyApplied.append(migration.version)
+        }
+        return newlyApplied
+    }
+}

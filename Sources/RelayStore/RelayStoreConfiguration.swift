@@ -1,0 +1,135 @@
+import Foundation
+import NIOSSL
+public import PostgresNIO
+
+extension RelayStore {
+    /// Where the store's PostgreSQL is and how to log in.
+    public struct Configuration: Sendable {
+        /// postgres-nio's client configuration, for settings this type does not cover.
+        public var postgres: PostgresClient.Configuration
+
+        /// Wraps a ready postgres-nio client configuration.
+        public init(postgres: PostgresClient.Configuration) {
+            self.postgres = postgres
+        }
+
+        /// Connects through a unix socket file (`<folder>/.s.PGSQL.<port>`).
+        public init(unixSocketPath: String, username: String, password: String? = nil, database: String?) {
+            self.postgres = PostgresClient.Configuration(
+                unixSocketPath: unixSocketPath,
+                username: username,
+                password: password,
+                database: database
+            )
+        }
+
+        /// Connects to a running ``EmbeddedPostgres`` server.
+        public init(embedded endpoint: EmbeddedPostgres.Endpoint) {
+            self.init(unixSocketPath: endpoint.socketPath, username: endpoint.username, database: endpoint.database)
+        }
+
+        /// Parses a database URL: `postgres://user[:password]@host[:port][/database][?options]`.
+        ///
+        /// The scheme may be `postgres` or `postgresql`; the port defaults to 5432 and the
+        /// database to the user's name. Options: `host=/socket/folder` connects through that
+        /// folder's unix socket instead of TCP (the URL's host may then be empty);
+        /// `sslmode=disable|prefer|require|verify-ca|verify-full` as in libpq (default `prefer`;
+        /// only `verify-full` checks the certificate and host name, `verify-ca` the certificate).
+        public init(databaseURL: String) throws(RelayStoreError) {
+            func invalid(_ reason: String) -> RelayStoreError {
+                .invalidDatabaseURL(Self.redacted(databaseURL), reason: reason)
+            }
+            guard let components = URLComponents(string: databaseURL) else {
+                throw invalid("not a URL")
+            }
+            guard let scheme = components.scheme?.lowercased(), scheme == "postgres" || scheme == "postgresql" else {
+                throw invalid("the scheme must be postgres:// or postgresql://")
+            }
+            guard let username = components.user, !username.isEmpty else {
+                throw invalid("no user name (postgres://user@host/database)")
+            }
+            let password = components.password
+            let port = components.port ?? 5432
+            guard (1...65535).contains(port) else {
+                throw invalid("port \(port) is out of range")
+            }
+            var path = components.path
+            if path.hasPrefix("/") {
+                path.removeFirst()
+            }
+            guard !path.contains("/") else {
+                throw invalid("the path must be just the database name")
+            }
+            let database: String? = path.isEmpty ? nil : path
+
+            var socketFolder: String?
+            var sslMode = "prefer"
+            for item in components.queryItems ?? [] {
+                switch item.name {
+                case "host":
+                    guard let value = item.value, value.hasPrefix("/") else {
+                        throw invalid("host= must be an absolute unix socket folder")
+                    }
+                    socketFolder = value
+                case "sslmode":
+                    sslMode = item.value ?? ""
+                default:
+                    throw invalid("unsupported option \(item.name)")
+                }
+            }
+
+            if let socketFolder {
+                self.init(
+                    unixSocketPath: "\(socketFolder)/.s.PGSQL.\(port)",
+                    username: username,
+                    password: password,
+                    database: database
+                )
+                return
+            }
+            guard let host = components.host, !host.isEmpty else {
+                throw invalid("no host (give one, or ?host=/socket/folder)")
+            }
+            let tls: PostgresClient.Configuration.TLS
+            var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+            switch sslMode {
+            case "disable":
+                tls = .disable
+            case "allow", "prefer":
+                tlsConfiguration.certificateVerification = .none
+                tls = .prefer(tlsConfiguration)
+            case "require":
+                tlsConfiguration.certificateVerification = .none
+                tls = .require(tlsConfiguration)
+            case "verify-ca":
+                tlsConfiguration.certificateVerification = .noHostnameVerification
+                tls = .require(tlsConfiguration)
+            case "verify-full":
+                tls = .require(tlsConfiguration)
+            default:
+                throw invalid("unknown sslmode \(sslMode)")
+            }
+            // URLComponents keeps IPv6 literals in brackets.
+            let bareHost = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+            self.init(
+                postgres: PostgresClient.Configuration(
+                    host: bareHost,
+                    port: port,
+                    username: username,
+                    password: password,
+                    database: database,
+                    tls: tls
+                )
+            )
+        }
+
+        /// The URL with its password replaced by `***`, safe for error messages and logs.
+        static func redacted(_ url: String) -> String {
+            guard var components = URLComponents(string: url), components.password != nil else {
+                return url
+            }
+            components.password = "***"
+            return components.string ?? "(unprintable URL)"
+        }
+    }
+}

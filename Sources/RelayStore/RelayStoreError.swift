@@ -1,0 +1,72 @@
+import PostgresNIO
+
+/// Everything that can go wrong while setting up, starting, stopping or migrating the store.
+///
+/// Each case carries what an operator needs to act on it: the command output of a PostgreSQL
+/// tool that failed, the offending database URL, or the server's message for a failed migration.
+public enum RelayStoreError: Error, CustomStringConvertible {
+    /// No PostgreSQL server binaries (`initdb`, `pg_ctl`) were found in the searched folders.
+    case noPostgreSQLBinaries(searched: [String])
+    /// The data folder cannot hold a cluster: it cannot be created or owned, or its path is unusable.
+    case dataFolderUnusable(path: String, reason: String)
+    /// `initdb` failed; `output` is what it printed.
+    case initdbFailed(output: String)
+    /// The server did not start (or did not become ready); `output` is `pg_ctl`'s output and the server log's tail.
+    case startFailed(output: String)
+    /// `pg_ctl stop` failed; `output` is what it printed.
+    case stopFailed(output: String)
+    /// A helper program could not be launched at all.
+    case commandFailed(command: String, reason: String)
+    /// The database URL cannot be used; `reason` says why.
+    case invalidDatabaseURL(String, reason: String)
+    /// The database could not be reached or a statement outside a migration failed.
+    case databaseUnavailable(String)
+    /// Migration `version` (`name`) failed and was rolled back; `underlying` is the server's message.
+    case migrationFailed(version: Int, name: String, underlying: String)
+
+    /// A one-line explanation of the failure, suitable for an operator.
+    public var description: String {
+        switch self {
+        case .noPostgreSQLBinaries(let searched):
+            return "no PostgreSQL server binaries (initdb, pg_ctl) found in \(searched.joined(separator: ", ")); "
+                + "install PostgreSQL (Debian: apt-get install postgresql) or give a database URL"
+        case .dataFolderUnusable(let path, let reason):
+            return "PostgreSQL data folder \(path) is unusable: \(reason)"
+        case .initdbFailed(let output):
+            return "initdb failed: \(output)"
+        case .startFailed(let output):
+            return "PostgreSQL did not start: \(output)"
+        case .stopFailed(let output):
+            return "PostgreSQL did not stop: \(output)"
+        case .commandFailed(let command, let reason):
+            return "could not run \(command): \(reason)"
+        case .invalidDatabaseURL(let url, let reason):
+            return "invalid database URL \(url): \(reason)"
+        case .databaseUnavailable(let message):
+            return "database unavailable: \(message)"
+        case .migrationFailed(let version, let name, let underlying):
+            return "migration \(version) (\(name)) failed and was rolled back: \(underlying)"
+        }
+    }
+}
+
+/// A readable message for an error from postgres-nio, which hides server messages from `description`.
+func describePostgresError(_ error: any Error) -> String {
+    if let transaction = error as? PostgresTransactionError {
+        if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError {
+            return describePostgresError(inner)
+        }
+        return String(reflecting: transaction)
+    }
+    if let psql = error as? PSQLError {
+        if let info = psql.serverInfo, let message = info[.message] {
+            let state = info[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+            return message + state
+        }
+        if let underlying = psql.underlying {
+            return "\(psql.code): \(underlying)"
+        }
+        return "\(psql.code)"
+    }
+    return String(describing: error)
+}
