@@ -13,7 +13,7 @@ public struct RelayStore: Sendable {
     public let client: PostgresClient
     /// The migrations this store applies, in order.
     public let migrations: [Migration]
-    private let logger: Logger
+    let logger: Logger
 
     /// Creates a store; it connects lazily, once ``run()`` runs.
     ///

@@ -23,6 +23,12 @@ public enum RelayStoreError: Error, CustomStringConvertible {
     case databaseUnavailable(String)
     /// Migration `version` (`name`) failed and was rolled back; `underlying` is the server's message.
     case migrationFailed(version: Int, name: String, underlying: String)
+    /// No tenant has this id.
+    case unknownTenant(String)
+    /// Two configurations given to one sync have the same tenant id.
+    case duplicateTenant(String)
+    /// A tenant's stored configuration could not be encoded or decoded.
+    case invalidTenantConfiguration(id: String, reason: String)
 
     /// A one-line explanation of the failure, suitable for an operator.
     public var description: String {
@@ -46,6 +52,12 @@ public enum RelayStoreError: Error, CustomStringConvertible {
             return "database unavailable: \(message)"
         case .migrationFailed(let version, let name, let underlying):
             return "migration \(version) (\(name)) failed and was rolled back: \(underlying)"
+        case .unknownTenant(let id):
+            return "no tenant \"\(id)\" (pushrelay admin tenant list shows them)"
+        case .duplicateTenant(let id):
+            return "tenant \"\(id)\" is given twice"
+        case .invalidTenantConfiguration(let id, let reason):
+            return "tenant \(id)'s configuration is unreadable: \(reason)"
         }
     }
 }

@@ -6,7 +6,7 @@ struct PushRelayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushrelay",
         abstract: "A shared relay for iOS push notifications.",
-        subcommands: [APNsCommand.self, APNsSimCommand.self, DemoCommand.self]
+        subcommands: [APNsCommand.self, APNsSimCommand.self, DemoCommand.self, AdminCommand.self]
     )
 }
 

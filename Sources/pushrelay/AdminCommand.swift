@@ -1,0 +1,227 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RelayStore
+
+/// `pushrelay admin ...`: the relay's database and tenants.
+struct AdminCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin",
+        abstract: "Manage the relay's database and tenants.",
+        discussion: """
+            Every admin command applies pending migrations first. The database is --database-url, else \
+            PUSHRELAY_DATABASE_URL, else an embedded PostgreSQL cluster in --data-dir, started for the \
+            command (or reused when already running) and stopped afterwards if the command started it.
+            """,
+        subcommands: [AdminMigrateCommand.self, AdminTenantCommand.self]
+    )
+}
+
+/// Where the admin commands find their database.
+struct DatabaseOptions: ParsableArguments {
+    @Option(
+        help:
+            "postgres://user[:password]@host[:port]/database[?host=/socket/folder&sslmode=...]; default: PUSHRELAY_DATABASE_URL."
+    )
+    var databaseURL: String?
+
+    @Option(help: "Data folder of the embedded PostgreSQL cluster, used when no database URL is given.")
+    var dataDir = EmbeddedPostgres.defaultDataFolder
+
+    /// Runs `body` with a migrated store, starting (and afterwards stopping) the embedded cluster if needed.
+    func withStore(_ body: @Sendable (RelayStore) async throws -> Void) async throws {
+        var logger = Logger(label: "pushrelay.admin")
+        logger.logLevel = .warning
+        // postgres-nio warns when a query races the pool's start inside `withStore`; harmless here.
+        var storeLogger = logger
+        storeLogger.logLevel = .error
+        do {
+            if let url = databaseURL ?? ProcessInfo.processInfo.environment["PUSHRELAY_DATABASE_URL"] {
+                try await Self.run(RelayStore.Configuration(databaseURL: url), logger: storeLogger, body)
+                return
+            }
+            let postgres = EmbeddedPostgres(dataFolder: dataDir, logger: logger)
+            try await postgres.start()
+            do {
+                guard let endpoint = await postgres.endpoint else {
+                    throw RelayStoreError.startFailed(output: "no endpoint after start")
+                }
+                try await Self.run(RelayStore.Configuration(embedded: endpoint), logger: storeLogger, body)
+            } catch {
+                try? await postgres.stop()
+                throw error
+            }
+            try await postgres.stop()
+        } catch let error as RelayStoreError {
+            throw Failure(message: error.description)
+        } catch let error as TenantFileError {
+            throw Failure(message: error.description)
+        }
+    }
+
+    private static func run(
+        _ configuration: RelayStore.Configuration,
+        logger: Logger,
+        _ body: @Sendable (RelayStore) async throws -> Void
+    ) async throws {
+        try await RelayStore.withStore(configuration: configuration, logger: logger) { store in
+            try await store.migrate()
+            try await body(store)
+        }
+    }
+}
+
+/// An operator-facing failure: printed as `Error: <message>`, exit status 1.
+struct Failure: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// `pushrelay admin migrate`.
+struct AdminMigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Apply pending schema migrations (safe to run from several processes at once)."
+    )
+
+    @OptionGroup var database: DatabaseOptions
+
+    func run() async throws {
+        try await database.withStore { store in
+            let applied = try await store.appliedMigrations()
+            print("schema at version \(applied.last ?? 0) (\(applied.count) migrations applied)")
+        }
+    }
+}
+
+/// `pushrelay admin tenant ...`.
+struct AdminTenantCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tenant",
+        abstract: "Apply tenant files and inspect, enable or disable tenants.",
+        subcommands: [Sync.self, List.self, Show.self, Disable.self, Enable.self]
+    )
+
+    /// `pushrelay admin tenant sync FOLDER`.
+    struct Sync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Apply every tenant file (*.yaml) in a folder, all or nothing.",
+            discussion: """
+                Prints one line per tenant: created, updated or unchanged, and "not in folder: ID" for stored \
+                tenants without a file (they are kept). A bad file is reported as FILE:LINE: KEY: problem, \
+                and nothing is applied. The format is documented in Tenants/README.md.
+                """
+        )
+
+        @Argument(help: "The folder of tenant files, e.g. Tenants/.")
+        var folder: String
+
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let configurations: [TenantConfiguration]
+            do {
+                configurations = try TenantConfiguration.loadFolder(folder)
+            } catch {
+                throw Failure(message: error.description)
+            }
+            try await database.withStore { store in
+                let report = try await store.syncTenants(configurations)
+                for id in report.created { print("created \(id)") }
+                for id in report.updated { print("updated \(id)") }
+                for id in report.unchanged { print("unchanged \(id)") }
+                for id in report.notInFolder { print("not in folder: \(id)") }
+            }
+        }
+    }
+
+    /// `pushrelay admin tenant list`.
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the stored tenants.")
+
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            try await database.withStore { store in
+                let tenants = try await store.listTenants()
+                if tenants.isEmpty {
+                    print("no tenants (pushrelay admin tenant sync Tenants/ adds them)")
+                    return
+                }
+                let width = max(2, tenants.map(\.id.count).max() ?? 0)
+                print("ID".padding(toLength: width, withPad: " ", startingAt: 0) + "  STATE     TYPES  NAME")
+                for tenant in tenants {
+                    let state = tenant.enabled ? "enabled " : "disabled"
+                    let types = String(tenant.configuration.notificationTypes.count)
+                    print(
+                        tenant.id.padding(toLength: width, withPad: " ", startingAt: 0) + "  \(state)  "
+                            + types.padding(toLength: 5, withPad: " ", startingAt: 0) + "  \(tenant.displayName)")
+                }
+            }
+        }
+    }
+
+    /// `pushrelay admin tenant show ID`.
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show one tenant: its state and its stored configuration (JSON).")
+
+        @Argument(help: "The tenant id.")
+        var id: String
+
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let id = self.id
+            try await database.withStore { store in
+                guard let tenant = try await store.tenant(id: id) else { throw RelayStoreError.unknownTenant(id) }
+                let dates = ISO8601DateFormatter()
+                print("id: \(tenant.id)")
+                print("name: \(tenant.displayName)")
+                print("state: \(tenant.enabled ? "enabled" : "disabled")")
+                print("created: \(dates.string(from: tenant.createdAt))")
+                print("updated: \(dates.string(from: tenant.updatedAt))")
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+                print(String(decoding: try encoder.encode(tenant.configuration), as: UTF8.self))
+            }
+        }
+    }
+
+    /// `pushrelay admin tenant disable ID`.
+    struct Disable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop serving a tenant (kept in the database; sync does not re-enable it).")
+
+        @Argument(help: "The tenant id.")
+        var id: String
+
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let id = self.id
+            try await database.withStore { store in
+                try await store.setTenantEnabled(id: id, enabled: false)
+                print("disabled \(id)")
+            }
+        }
+    }
+
+    /// `pushrelay admin tenant enable ID`.
+    struct Enable: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Serve a disabled tenant again.")
+
+        @Argument(help: "The tenant id.")
+        var id: String
+
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let id = self.id
+            try await database.withStore { store in
+                try await store.setTenantEnabled(id: id, enabled: true)
+                print("enabled \(id)")
+            }
+        }
+    }
+}
