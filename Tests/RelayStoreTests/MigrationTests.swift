@@ -5,15 +5,16 @@ import Testing
 
 @Suite("RelayStore migrations")
 struct MigrationTests {
-    @Test("migrate applies [1], then nothing when run again")
+    @Test("migrate applies every migration, then nothing when run again")
     func idempotent() async throws {
         try await withEmbeddedPostgres { _, endpoint async throws in
             try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) {
                 store async throws in
                 #expect(try await store.appliedMigrations() == [])
-                #expect(try await store.migrate() == [1])
+                let versions = Migration.all.map(\.version)
+                #expect(try await store.migrate() == versions)
                 #expect(try await store.migrate() == [])
-                #expect(try await store.appliedMigrations() == [1])
+                #expect(try await store.appliedMigrations() == versions)
             }
             // A new store (a new process, in effect) finds the schema up to date too.
             try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) {
@@ -33,10 +34,11 @@ struct MigrationTests {
                     async let a = first.migrate()
                     async let b = second.migrate()
                     let results = try await [a, b]
-                    #expect(results.flatMap { $0 }.sorted() == [1])
+                    #expect(results.flatMap { $0 }.sorted() == Migration.all.map(\.version))
                     #expect(results.contains([]))
                     #expect(
-                        try await column("SELECT count(*)::text FROM schema_migrations", in: first) == ["1"]
+                        try await column("SELECT count(*)::text FROM schema_migrations", in: first)
+                            == ["\(Migration.all.count)"]
                     )
                 }
             }
