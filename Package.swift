@@ -60,6 +60,8 @@ let package = Package(
         .target(
             name: "RelayStore",
             dependencies: [
+                "APNs",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -99,6 +101,8 @@ let package = Package(
             name: "RelayStoreTests",
             dependencies: [
                 "RelayStore",
+                "APNs",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -29,6 +29,24 @@ public enum RelayStoreError: Error, CustomStringConvertible {
     case duplicateTenant(String)
     /// A tenant's stored configuration could not be encoded or decoded.
     case invalidTenantConfiguration(id: String, reason: String)
+    /// No master key was given: neither a master key file nor `PUSHRELAY_MASTER_KEY`.
+    case missingMasterKey
+    /// The master key given is not 32 bytes (raw, base64 or hex); `reason` says what was wrong.
+    case invalidMasterKey(reason: String)
+    /// The master key does not open the sealed signing key `keyID` of `tenant`.
+    case wrongMasterKey(tenant: String, keyID: String)
+    /// A `.p8` signing key was refused; `reason` says why. Nothing was stored.
+    case invalidSigningKey(reason: String)
+    /// Tenant `tenant` has no signing key `keyID`.
+    case unknownSigningKey(tenant: String, keyID: String)
+    /// Tenant `tenant` already has a signing key `keyID`.
+    case duplicateSigningKey(tenant: String, keyID: String)
+    /// Tenant `tenant` has no credential `id`.
+    case unknownCredential(tenant: String, id: String)
+    /// A device registration was refused (a token that is not hex, an unknown topic…); nothing was stored.
+    case invalidDeviceRegistration(reason: String)
+    /// A batch of delivery records was refused before it reached the database; `reason` says why.
+    case invalidDeliveries(reason: String)
 
     /// A one-line explanation of the failure, suitable for an operator.
     public var description: String {
@@ -58,6 +76,27 @@ public enum RelayStoreError: Error, CustomStringConvertible {
             return "tenant \"\(id)\" is given twice"
         case .invalidTenantConfiguration(let id, let reason):
             return "tenant \(id)'s configuration is unreadable: \(reason)"
+        case .missingMasterKey:
+            return "no master key: give --master-key-file FILE or set PUSHRELAY_MASTER_KEY "
+                + "(pushrelay admin master-key generate makes one)"
+        case .invalidMasterKey(let reason):
+            return "invalid master key: \(reason); it must be 32 bytes, raw or as base64 or hex text"
+        case .wrongMasterKey(let tenant, let keyID):
+            return "master key does not open the sealed key \(keyID) of tenant \(tenant): wrong master key?"
+        case .invalidSigningKey(let reason):
+            return "signing key refused, nothing stored: \(reason)"
+        case .unknownSigningKey(let tenant, let keyID):
+            return
+                "tenant \"\(tenant)\" has no signing key \"\(keyID)\" (pushrelay admin key list \(tenant) shows them)"
+        case .duplicateSigningKey(let tenant, let keyID):
+            return "tenant \"\(tenant)\" already has a signing key \"\(keyID)\""
+        case .unknownCredential(let tenant, let id):
+            return
+                "tenant \"\(tenant)\" has no credential \"\(id)\" (pushrelay admin credential list \(tenant) shows them)"
+        case .invalidDeviceRegistration(let reason):
+            return "device registration refused: \(reason)"
+        case .invalidDeliveries(let reason):
+            return "delivery records refused: \(reason)"
         }
     }
 }

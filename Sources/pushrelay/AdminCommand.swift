@@ -13,7 +13,10 @@ struct AdminCommand: AsyncParsableCommand {
             PUSHRELAY_DATABASE_URL, else an embedded PostgreSQL cluster in --data-dir, started for the \
             command (or reused when already running) and stopped afterwards if the command started it.
             """,
-        subcommands: [AdminMigrateCommand.self, AdminTenantCommand.self]
+        subcommands: [
+            AdminMigrateCommand.self, AdminTenantCommand.self, AdminKeyCommand.self, AdminCredentialCommand.self,
+            AdminMasterKeyCommand.self,
+        ]
     )
 }
 

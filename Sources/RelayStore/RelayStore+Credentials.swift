@@ -1,0 +1,172 @@
+import APNs
+import Crypto
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// A credential just issued: the only time its secret exists outside the backend that receives it.
+public struct IssuedCredential: Sendable {
+    /// The credential's id, for `list` and `revoke`.
+    public var id: String
+    /// The tenant it belongs to.
+    public var tenantID: String
+    /// The operator's name for it.
+    public var name: String
+    /// The secret's first characters, stored for display.
+    public var prefix: String
+    /// The secret (`prk_` and 43 base64url characters): shown once, never stored.
+    public var secret: String
+    /// When it was issued.
+    public var createdAt: Date
+}
+
+/// A stored credential, as listed: never its secret or hash.
+public struct CredentialRecord: Sendable, Hashable {
+    /// The credential's id.
+    public var id: String
+    /// The tenant it belongs to.
+    public var tenantID: String
+    /// The operator's name for it.
+    public var name: String
+    /// The secret's first characters, so an operator can tell which secret a backend holds.
+    public var prefix: String
+    /// When it was issued.
+    public var createdAt: Date
+    /// When it was revoked; `nil` while it is valid.
+    public var revokedAt: Date?
+}
+
+extension RelayStore {
+    /// What every secret starts with.
+    public static let credentialSecretPrefix = "prk_"
+    /// How many characters of a secret are stored in clear (``CredentialRecord/prefix``) and used to find its row:
+    /// `prk_` and 8 characters (48 of the secret's 256 random bits).
+    public static let credentialPrefixLength = 12
+
+    /// Issues a new credential for `tenant` and returns its secret, which is never stored or shown again:
+    /// the database keeps a random 16-byte salt and SHA-256(salt ‖ secret).
+    ///
+    /// - Throws: ``RelayStoreError/unknownTenant(_:)``.
+    public func issueCredential(tenant: String, name: String) async throws(RelayStoreError) -> IssuedCredential {
+        let secret = Self.credentialSecretPrefix + Base64URL.encode(Self.randomBytes(32))
+        let prefix = String(secret.prefix(Self.credentialPrefixLength))
+        let salt = Data(Self.randomBytes(16))
+        let hash = Self.credentialHash(salt: salt, secret: secret)
+        let id = UUID().uuidString.lowercased()
+        let logger = self.logger
+        do {
+            return try await client.withConnection { connection in
+                try await Self.requireTenant(tenant, on: connection, logger: logger)
+                var createdAt = Date()
+                for try await value in try await connection.query(
+                    """
+                    INSERT INTO credentials (id, tenant_id, name, prefix, salt, hash)
+                    VALUES (\(id), \(tenant), \(name), \(prefix), \(salt), \(hash))
+                    RETURNING created_at
+                    """,
+                    logger: logger
+                ).decode(Date.self) {
+                    createdAt = value
+                }
+                return IssuedCredential(
+                    id: id, tenantID: tenant, name: name, prefix: prefix, secret: secret, createdAt: createdAt)
+            }
+        } catch {
+            throw relayStoreError(from: error)
+        }
+    }
+
+    /// The tenant whose valid (unrevoked) credential `secret` is, or `nil`.
+    ///
+    /// Hashes are compared in constant time (every byte, no early exit), against every unrevoked credential with
+    /// the secret's prefix; the result does not depend on which of them matched first.
+    public func verifyCredential(_ secret: String) async throws(RelayStoreError) -> String? {
+        guard secret.hasPrefix(Self.credentialSecretPrefix), secret.utf8.count > Self.credentialPrefixLength else {
+            return nil
+        }
+        let prefix = String(secret.prefix(Self.credentialPrefixLength))
+        var candidates: [(tenant: String, salt: Data, hash: Data)] = []
+        do {
+            for try await row in try await client.query(
+                """
+                SELECT tenant_id, salt, hash FROM credentials
+                WHERE prefix = \(prefix) AND revoked_at IS NULL
+                """,
+                logger: logger
+            ).decode((String, Data, Data).self) {
+                candidates.append(row)
+            }
+        } catch {
+            throw relayStoreError(from: error)
+        }
+        var match: String?
+        for candidate in candidates {
+            let equal = constantTimeEquals(Self.credentialHash(salt: candidate.salt, secret: secret), candidate.hash)
+            if equal && match == nil { match = candidate.tenant }
+        }
+        return match
+    }
+
+    /// `tenant`'s credentials, oldest first, revoked ones included; never a secret or hash.
+    ///
+    /// - Throws: ``RelayStoreError/unknownTenant(_:)``.
+    public func listCredentials(tenant: String) async throws(RelayStoreError) -> [CredentialRecord] {
+        let logger = self.logger
+        do {
+            return try await client.withConnection { connection in
+                try await Self.requireTenant(tenant, on: connection, logger: logger)
+                var records: [CredentialRecord] = []
+                for try await (id, name, prefix, createdAt, revokedAt) in try await connection.query(
+                    """
+                    SELECT id, name, prefix, created_at, revoked_at FROM credentials
+                    WHERE tenant_id = \(tenant) ORDER BY created_at, id
+                    """,
+                    logger: logger
+                ).decode((String, String, String, Date, Date?).self) {
+                    records.append(
+                        CredentialRecord(
+                            id: id, tenantID: tenant, name: name, prefix: prefix, createdAt: createdAt,
+                            revokedAt: revokedAt))
+                }
+                return records
+            }
+        } catch {
+            throw relayStoreError(from: error)
+        }
+    }
+
+    /// Revokes `tenant`'s credential `id`; revoking it again changes nothing.
+    ///
+    /// - Throws: ``RelayStoreError/unknownCredential(tenant:id:)`` when `tenant` has no such credential
+    ///   (another tenant's credential included).
+    public func revokeCredential(tenant: String, id: String) async throws(RelayStoreError) {
+        var found = false
+        do {
+            for try await _ in try await client.query(
+                """
+                UPDATE credentials SET revoked_at = coalesce(revoked_at, now())
+                WHERE tenant_id = \(tenant) AND id = \(id)
+                RETURNING id
+                """,
+                logger: logger
+            ).decode(String.self) {
+                found = true
+            }
+        } catch {
+            throw relayStoreError(from: error)
+        }
+        guard found else { throw .unknownCredential(tenant: tenant, id: id) }
+    }
+
+    static func credentialHash(salt: Data, secret: String) -> Data {
+        var hasher = SHA256()
+        hasher.update(data: salt)
+        hasher.update(data: Data(secret.utf8))
+        return Data(hasher.finalize())
+    }
+
+    private static func randomBytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    }
+}

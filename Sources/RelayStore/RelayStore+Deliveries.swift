@@ -1,0 +1,358 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// The outcome class of one delivery attempt, as stored in `deliveries.outcome`.
+public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
+    /// APNs accepted the notification (200).
+    case delivered
+    /// APNs declared the token dead (410 Unregistered, or BadDeviceToken).
+    case tokenDead = "token_dead"
+    /// A transient failure (429, 5xx, timeout): another attempt follows or the job gave up.
+    case retryLater = "retry_later"
+    /// The tenant's configuration is wrong (bad topic, key or certificate).
+    case configurationFault = "configuration_fault"
+    /// Not sent at all (preferences, mutes, quiet hours, inactive token).
+    case skipped
+}
+
+/// One delivery attempt: a row of the `deliveries` table.
+///
+/// Empty strings in ``userID``, ``apnsID`` and ``reason`` are stored as `NULL`, and a negative
+/// ``latencyMilliseconds`` as no latency.
+public struct DeliveryRecord: Sendable, Hashable {
+    /// The tenant the notification was sent for.
+    public var tenantID: String
+    /// The job (one backend request, possibly a fan-out) the attempt belongs to.
+    public var jobID: String
+    /// The user the device belongs to, when known.
+    public var userID: String?
+    /// The device token, hex; stored lower-cased.
+    public var token: String
+    /// The `apns-id` of the request.
+    public var apnsID: String?
+    /// The attempt's outcome class.
+    public var outcome: DeliveryOutcome
+    /// APNs' reason (`Unregistered`, `TopicDisallowed`) or the relay's reason for skipping.
+    public var reason: String?
+    /// The attempt's number, from 1 (0 for a notification skipped before any attempt).
+    public var attempt: Int
+    /// When the request was sent; the table is partitioned by this (UTC days).
+    public var sentAt: Date
+    /// When APNs answered, if it did.
+    public var answeredAt: Date?
+    /// The time from sending to APNs' answer, in milliseconds.
+    public var latencyMilliseconds: Int?
+
+    /// Creates a record.
+    public init(
+        tenantID: String,
+        jobID: String,
+        userID: String? = nil,
+        token: String,
+        apnsID: String? = nil,
+        outcome: DeliveryOutcome,
+        reason: String? = nil,
+        attempt: Int = 1,
+        sentAt: Date,
+        answeredAt: Date? = nil,
+        latencyMilliseconds: Int? = nil
+    ) {
+        self.tenantID = tenantID
+        self.jobID = jobID
+        self.userID = userID
+        self.token = token
+        self.apnsID = apnsID
+        self.outcome = outcome
+        self.reason = reason
+        self.attempt = attempt
+        self.sentAt = sentAt
+        self.answeredAt = answeredAt
+        self.latencyMilliseconds = latencyMilliseconds
+    }
+}
+
+/// What ``RelayStore/recordDeliveries(_:batchSize:)`` did.
+public struct DeliveryWriteReport: Sendable, Hashable {
+    /// The rows written.
+    public var rows: Int
+    /// The SQL statements (round trips) it ran: one per batch, plus two for a batch that needed a new partition.
+    public var statements: Int
+    /// The partitions it had to create because a row fell outside every existing one.
+    public var createdPartitions: [String]
+
+    /// Creates a report.
+    public init(rows: Int = 0, statements: Int = 0, createdPartitions: [String] = []) {
+        self.rows = rows
+        self.statements = statements
+        self.createdPartitions = createdPartitions
+    }
+}
+
+extension RelayStore {
+    /// Writes delivery attempts, `batchSize` rows per statement: each batch is one
+    /// `INSERT … SELECT … FROM UNNEST($1::text[], …)`, never a round trip per row.
+    ///
+    /// A batch with a row outside every daily partition creates the missing days' partitions
+    /// (``ensureDeliveryPartitions(around:daysAhead:daysBehind:)``) and is written again. Each batch is atomic.
+    @discardableResult
+    public func recordDeliveries(
+        _ records: [DeliveryRecord],
+        batchSize: Int = 5_000
+    ) async throws(RelayStoreError) -> DeliveryWriteReport {
+        guard batchSize > 0 else { throw .invalidDeliveries(reason: "the batch size must be positive") }
+        var report = DeliveryWriteReport()
+        var start = records.startIndex
+        while start < records.endIndex {
+            let end = min(start + batchSize, records.endIndex)
+            let batch = try DeliveryColumnsBatch(records[start..<end])
+            do {
+                report.statements += 1
+                try await insert(batch)
+            } catch let error as PSQLError where Self.isMissingPartition(error) {
+                report.statements += 1
+                report.createdPartitions += try await ensurePartitions(for: batch.sentAt)
+                report.statements += 1
+                do {
+                    try await insert(batch)
+                } catch {
+                    throw relayStoreFailure(error)
+                }
+            } catch {
+                throw relayStoreFailure(error)
+            }
+            report.rows += end - start
+            start = end
+        }
+        return report
+    }
+
+    /// Creates the daily (UTC) partitions of `deliveries` from `daysBehind` days before `around`'s day to
+    /// `daysAhead` days after it, in one statement, and returns the names of those it created
+    /// (`deliveries_pYYYYMMDD`); existing ones are left alone. Safe to run from several processes at once.
+    @discardableResult
+    public func ensureDeliveryPartitions(
+        around: Date,
+        daysAhead: Int = 7,
+        daysBehind: Int = 1
+    ) async throws(RelayStoreError) -> [String] {
+        guard daysAhead >= 0, daysBehind >= 0 else {
+            throw .invalidDeliveries(reason: "daysAhead and daysBehind must not be negative")
+        }
+        do {
+            var created: [String] = []
+            for try await name in try await client.query(
+                """
+                SELECT pushrelay_ensure_delivery_partition(
+                    (\(around)::timestamptz AT TIME ZONE 'UTC')::date + day_offset)
+                FROM generate_series(-\(daysBehind)::int, \(daysAhead)::int) AS day_offset
+                ORDER BY day_offset
+                """,
+                logger: logger
+            ).decode(String?.self) {
+                if let name { created.append(name) }
+            }
+            return created
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Drops the daily partitions of `deliveries` whose whole day lies before `olderThan` (the retention
+    /// cut-off) and returns their names, oldest first.
+    @discardableResult
+    public func dropDeliveryPartitions(olderThan: Date) async throws(RelayStoreError) -> [String] {
+        do {
+            var dropped: [String] = []
+            for try await name in try await client.query(
+                "SELECT pushrelay_drop_delivery_partitions(\(olderThan))",
+                logger: logger
+            ).decode(String.self) {
+                dropped.append(name)
+            }
+            return dropped
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// The names of the partitions of `deliveries`, oldest first.
+    public func deliveryPartitions() async throws(RelayStoreError) -> [String] {
+        do {
+            var names: [String] = []
+            for try await name in try await client.query(
+                """
+                SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                WHERE i.inhparent = 'deliveries'::regclass ORDER BY c.relname
+                """,
+                logger: logger
+            ).decode(String.self) {
+                names.append(name)
+            }
+            return names
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// The attempts of job `job` in `tenant`, the latest first, at most `limit`.
+    public func deliveries(tenant: String, job: String, limit: Int = 1_000) async throws(RelayStoreError)
+        -> [DeliveryRecord]
+    {
+        try await deliveryRows(
+            """
+            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
+            WHERE tenant_id = \(tenant) AND job_id = \(job)
+            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
+            """
+        )
+    }
+
+    /// The attempts to `user`'s devices in `tenant`, the latest first, at most `limit`.
+    public func deliveries(tenant: String, user: String, limit: Int = 1_000) async throws(RelayStoreError)
+        -> [DeliveryRecord]
+    {
+        try await deliveryRows(
+            """
+            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
+            WHERE tenant_id = \(tenant) AND user_id = \(user)
+            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
+            """
+        )
+    }
+
+    /// The attempts to device `token` in `tenant`, the latest first, at most `limit`.
+    public func deliveries(tenant: String, token: String, limit: Int = 1_000) async throws(RelayStoreError)
+        -> [DeliveryRecord]
+    {
+        let token = token.lowercased()
+        return try await deliveryRows(
+            """
+            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
+            WHERE tenant_id = \(tenant) AND token = \(token)
+            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
+            """
+        )
+    }
+
+    /// The attempts in `tenant` sent from `from` (included) to `to` (excluded), the latest first, at most `limit`.
+    public func deliveries(tenant: String, from: Date, to: Date, limit: Int = 1_000) async throws(RelayStoreError)
+        -> [DeliveryRecord]
+    {
+        try await deliveryRows(
+            """
+            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
+            WHERE tenant_id = \(tenant) AND sent_at >= \(from) AND sent_at < \(to)
+            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
+            """
+        )
+    }
+
+    // MARK: - Helpers
+
+    static let deliveryColumns = """
+        tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt::int8, sent_at, answered_at, \
+        latency_ms::int8
+        """
+
+    private func insert(_ batch: DeliveryColumnsBatch) async throws {
+        try await client.query(
+            """
+            INSERT INTO deliveries (
+                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at, latency_ms
+            )
+            SELECT t, j, NULLIF(u, ''), k, NULLIF(a, ''), o, NULLIF(r, ''), n, s,
+                   CASE WHEN answered THEN w END, CASE WHEN l >= 0 THEN l END
+            FROM UNNEST(
+                \(batch.tenantID)::text[], \(batch.jobID)::text[], \(batch.userID)::text[], \(batch.token)::text[],
+                \(batch.apnsID)::text[], \(batch.outcome)::text[], \(batch.reason)::text[], \(batch.attempt)::int8[],
+                \(batch.sentAt)::timestamptz[], \(batch.answered)::bool[], \(batch.answeredAt)::timestamptz[],
+                \(batch.latency)::int8[]
+            ) AS x (t, j, u, k, a, o, r, n, s, answered, w, l)
+            """,
+            logger: logger
+        )
+    }
+
+    private func ensurePartitions(for dates: [Date]) async throws(RelayStoreError) -> [String] {
+        do {
+            var created: [String] = []
+            for try await name in try await client.query(
+                """
+                SELECT pushrelay_ensure_delivery_partition(day)
+                FROM (SELECT DISTINCT (s AT TIME ZONE 'UTC')::date AS day FROM UNNEST(\(dates)::timestamptz[]) AS s) days
+                ORDER BY day
+                """,
+                logger: logger
+            ).decode(String?.self) {
+                if let name { created.append(name) }
+            }
+            return created
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    private static func isMissingPartition(_ error: PSQLError) -> Bool {
+        error.serverInfo?[.sqlState] == "23514" && (error.serverInfo?[.message] ?? "").contains("no partition")
+    }
+
+    private func deliveryRows(_ query: PostgresQuery) async throws(RelayStoreError) -> [DeliveryRecord] {
+        do {
+            var records: [DeliveryRecord] = []
+            for try await row in try await client.query(query, logger: logger).decode(
+                (String, String, String?, String, String?, String, String?, Int, Date, Date?, Int?).self)
+            {
+                guard let outcome = DeliveryOutcome(rawValue: row.5) else {
+                    throw RelayStoreError.databaseUnavailable("delivery row with unknown outcome \(row.5)")
+                }
+                records.append(
+                    DeliveryRecord(
+                        tenantID: row.0, jobID: row.1, userID: row.2, token: row.3, apnsID: row.4, outcome: outcome,
+                        reason: row.6, attempt: row.7, sentAt: row.8, answeredAt: row.9, latencyMilliseconds: row.10))
+            }
+            return records
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+}
+
+/// One batch of delivery records as parallel arrays, one per column, for `UNNEST`.
+private struct DeliveryColumnsBatch {
+    var tenantID: [String] = []
+    var jobID: [String] = []
+    var userID: [String] = []
+    var token: [String] = []
+    var apnsID: [String] = []
+    var outcome: [String] = []
+    var reason: [String] = []
+    var attempt: [Int] = []
+    var sentAt: [Date] = []
+    var answered: [Bool] = []
+    var answeredAt: [Date] = []
+    var latency: [Int] = []
+
+    init(_ records: ArraySlice<DeliveryRecord>) throws(RelayStoreError) {
+        for record in records {
+            guard !record.tenantID.isEmpty, !record.jobID.isEmpty else {
+                throw .invalidDeliveries(reason: "a record has an empty tenant or job id")
+            }
+            guard record.attempt >= 0, record.attempt <= Int(Int32.max) else {
+                throw .invalidDeliveries(reason: "attempt \(record.attempt) is out of range")
+            }
+            tenantID.append(record.tenantID)
+            jobID.append(record.jobID)
+            userID.append(record.userID ?? "")
+            token.append(record.token.lowercased())
+            apnsID.append(record.apnsID ?? "")
+            outcome.append(record.outcome.rawValue)
+            reason.append(record.reason ?? "")
+            attempt.append(record.attempt)
+            sentAt.append(record.sentAt)
+            answered.append(record.answeredAt != nil)
+            answeredAt.append(record.answeredAt ?? record.sentAt)
+            latency.append(min(record.latencyMilliseconds ?? -1, Int(Int32.max)))
+        }
+    }
+}

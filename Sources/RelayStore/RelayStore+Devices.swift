@@ -1,0 +1,416 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// What a device sends when it registers (or re-registers) its APNs token.
+public struct DeviceRegistration: Sendable, Hashable {
+    /// The tenant's id for the user the device belongs to.
+    public var userID: String
+    /// The APNs device token in hex; stored lower-cased.
+    public var token: String
+    /// The device's platform (`ios`).
+    public var platform: String
+    /// The APNs environment the token was issued for.
+    public var environment: TenantConfiguration.Environment
+    /// The app's identifier for the device, if it sends one.
+    public var deviceID: String?
+    /// The app's version.
+    public var appVersion: String?
+    /// The device's locale (`en_US`).
+    public var locale: String?
+    /// The device's IANA time zone (`Europe/Paris`).
+    public var timeZone: String?
+    /// The subscription topics the device subscribes to; each must be one of the tenant's `subscription_topics`.
+    public var topics: [String]
+
+    /// Creates a registration.
+    public init(
+        userID: String,
+        token: String,
+        platform: String = "ios",
+        environment: TenantConfiguration.Environment = .production,
+        deviceID: String? = nil,
+        appVersion: String? = nil,
+        locale: String? = nil,
+        timeZone: String? = nil,
+        topics: [String] = []
+    ) {
+        self.userID = userID
+        self.token = token
+        self.platform = platform
+        self.environment = environment
+        self.deviceID = deviceID
+        self.appVersion = appVersion
+        self.locale = locale
+        self.timeZone = timeZone
+        self.topics = topics
+    }
+}
+
+/// A device as stored in the `devices` table.
+public struct DeviceRecord: Sendable, Hashable {
+    /// The tenant the device belongs to.
+    public var tenantID: String
+    /// The user the token belongs to now.
+    public var userID: String
+    /// The APNs token, lower-case hex.
+    public var token: String
+    /// The platform (`ios`).
+    public var platform: String
+    /// The APNs environment of the token.
+    public var environment: TenantConfiguration.Environment
+    /// The app's identifier for the device.
+    public var deviceID: String?
+    /// The app's version at the last registration.
+    public var appVersion: String?
+    /// The locale at the last registration.
+    public var locale: String?
+    /// The time zone at the last registration.
+    public var timeZone: String?
+    /// The subscription topics.
+    public var topics: [String]
+    /// Whether pushes go to this token; `false` after APNs declared it dead.
+    public var active: Bool
+    /// The time of the registration that wrote this row (the device's, as given to ``RelayStore/registerDevice(tenant:registration:at:)``).
+    public var registeredAt: Date
+    /// Apple's timestamp from the verdict that deactivated the token, or `nil` while it is alive.
+    public var invalidatedAt: Date?
+    /// When the row was first inserted.
+    public var createdAt: Date
+    /// When the row last changed.
+    public var updatedAt: Date
+}
+
+/// What ``RelayStore/registerDevice(tenant:registration:at:)`` did.
+public struct DeviceRegistrationResult: Sendable, Hashable {
+    /// How the registration was applied.
+    public enum Status: String, Sendable, Hashable {
+        /// A new row was inserted.
+        case created
+        /// The existing row (same slot under the token policy) was overwritten and is active.
+        case updated
+        /// The existing row was inactive (APNs had declared the token dead) and the registration,
+        /// newer than Apple's timestamp, brought it back.
+        case reactivated
+        /// The token was declared dead by APNs at a time at or after this registration's time, so the
+        /// registration was ignored and the device stays inactive.
+        case notReactivatedAfterInvalidation = "not_reactivated_after_invalidation"
+        /// The stored registration is newer than this one (registrations arriving out of order), so this one
+        /// was ignored.
+        case ignoredOutdated = "ignored_outdated"
+    }
+
+    /// How the registration was applied.
+    public var status: Status
+    /// The user the token belonged to before, when it moved to another user (`token_moves_to_last_user`).
+    public var previousUserID: String?
+    /// The token the row held before, when the registration replaced it (`one_per_user_platform`).
+    public var replacedToken: String?
+    /// The row as stored after the call.
+    public var device: DeviceRecord
+
+    /// Whether the registration changed the stored row.
+    public var applied: Bool {
+        status == .created || status == .updated || status == .reactivated
+    }
+}
+
+extension RelayStore {
+    /// Registers a device under the tenant's token policy (read from `tenants.config`), in one transaction.
+    ///
+    /// - `one_per_user_platform` (anky): one row per (user, platform); the token is replaced on every register.
+    /// - `per_user_token_platform_environment` (familyportal): one row per (user, token, platform, environment).
+    /// - `token_moves_to_last_user` (circl): one row per token; it moves to whoever registers it last.
+    ///
+    /// A registration older than the stored one is ignored (``DeviceRegistrationResult/Status/ignoredOutdated``).
+    /// A registration of a token APNs declared dead does not bring it back unless `at` is newer than Apple's
+    /// timestamp (``DeviceRegistrationResult/Status/notReactivatedAfterInvalidation``); a newer one reactivates it.
+    /// The upsert is `INSERT … ON CONFLICT`, so concurrent registrations of one slot never make two rows.
+    ///
+    /// - Parameters:
+    ///   - tenant: The tenant's id; throws ``RelayStoreError/unknownTenant(_:)`` when there is none.
+    ///   - registration: What the device sent.
+    ///   - at: When the device registered (compared with stored registrations and Apple's timestamps).
+    @discardableResult
+    public func registerDevice(
+        tenant: String,
+        registration: DeviceRegistration,
+        at: Date
+    ) async throws(RelayStoreError) -> DeviceRegistrationResult {
+        let token = try Self.normalizedToken(registration.token)
+        guard !registration.userID.isEmpty else { throw .invalidDeviceRegistration(reason: "the user id is empty") }
+        guard !registration.platform.isEmpty else {
+            throw .invalidDeviceRegistration(reason: "the platform is empty")
+        }
+        let environment = registration.environment.rawValue
+        let logger = self.logger
+        do {
+            return try await client.withTransaction(logger: logger) { transaction in
+                var tenantRow: (String, [String])?
+                for try await row in try await transaction.query(
+                    """
+                    SELECT config->>'token_policy',
+                           ARRAY(SELECT jsonb_array_elements_text(COALESCE(config->'subscription_topics', '[]')))
+                    FROM tenants WHERE id = \(tenant)
+                    """,
+                    logger: logger
+                ).decode((String, [String]).self) {
+                    tenantRow = row
+                }
+                guard let (policyName, allowedTopics) = tenantRow else { throw RelayStoreError.unknownTenant(tenant) }
+                guard let policy = TenantConfiguration.TokenPolicy(rawValue: policyName) else {
+                    throw RelayStoreError.invalidTenantConfiguration(
+                        id: tenant, reason: "unknown token_policy \"\(policyName)\"")
+                }
+                let unknownTopics = registration.topics.filter { !allowedTopics.contains($0) }
+                guard unknownTopics.isEmpty else {
+                    throw RelayStoreError.invalidDeviceRegistration(
+                        reason: "unknown subscription topic(s) \(unknownTopics.joined(separator: ", ")) for tenant "
+                            + "\(tenant) (it has: \(allowedTopics.isEmpty ? "none" : allowedTopics.joined(separator: ", ")))"
+                    )
+                }
+                let topics = Array(Set(registration.topics)).sorted()
+                let slot = Self.slot(policy: policy, registration: registration, token: token)
+
+                let previous = try await Self.deviceRows(
+                    transaction.query(
+                        "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE tenant_id = \(tenant) AND slot = \(slot) FOR UPDATE",
+                        logger: logger
+                    )
+                ).first
+
+                var written: DeviceRecord?
+                var inserted = false
+                for try await row in try await transaction.query(
+                    """
+                    INSERT INTO devices AS d (
+                        tenant_id, slot, user_id, token, platform, environment, device_id, app_version, locale,
+                        time_zone, topics, active, registered_at, invalidated_at
+                    )
+                    VALUES (
+                        \(tenant), \(slot), \(registration.userID), \(token), \(registration.platform), \(environment),
+                        \(registration.deviceID), \(registration.appVersion), \(registration.locale),
+                        \(registration.timeZone), \(topics), true, \(at), NULL
+                    )
+                    ON CONFLICT (tenant_id, slot) DO UPDATE SET
+                        user_id = EXCLUDED.user_id, token = EXCLUDED.token, platform = EXCLUDED.platform,
+                        environment = EXCLUDED.environment, device_id = EXCLUDED.device_id,
+                        app_version = EXCLUDED.app_version, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone,
+                        topics = EXCLUDED.topics, active = true, registered_at = EXCLUDED.registered_at,
+                        invalidated_at = NULL, updated_at = now()
+                    WHERE d.registered_at <= EXCLUDED.registered_at
+                      AND NOT (d.token = EXCLUDED.token AND d.invalidated_at IS NOT NULL
+                               AND EXCLUDED.registered_at <= d.invalidated_at)
+                    RETURNING \(unescaped: Self.deviceColumns), (xmax = 0)
+                    """,
+                    logger: logger
+                ).decode(WrittenDeviceColumns.self) {
+                    written = try Self.device(
+                        from: (
+                            row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11,
+                            row.12, row.13, row.14
+                        ))
+                    inserted = row.15
+                }
+
+                guard let written else {
+                    // The upsert's condition refused it: report why, from the row as it is now.
+                    let current = try await Self.deviceRows(
+                        transaction.query(
+                            "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE tenant_id = \(tenant) AND slot = \(slot)",
+                            logger: logger
+                        )
+                    )
+                    guard let current = current.first else {
+                        throw RelayStoreError.databaseUnavailable("device row vanished during registration")
+                    }
+                    let status: DeviceRegistrationResult.Status =
+                        at < current.registeredAt ? .ignoredOutdated : .notReactivatedAfterInvalidation
+                    return DeviceRegistrationResult(status: status, device: current)
+                }
+                guard !inserted, let previous else {
+                    return DeviceRegistrationResult(status: inserted ? .created : .updated, device: written)
+                }
+                return DeviceRegistrationResult(
+                    status: previous.active ? .updated : .reactivated,
+                    previousUserID: previous.userID != written.userID ? previous.userID : nil,
+                    replacedToken: previous.token != written.token ? previous.token : nil,
+                    device: written
+                )
+            }
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Marks every device of `tenant` with `token` inactive after an APNs verdict (410 Unregistered, or a
+    /// `BadDeviceToken`), recording Apple's timestamp as `invalidated_at`; returns how many rows it changed.
+    ///
+    /// Rows registered after `appleTimestamp` are left alone: the device registered the token again after APNs
+    /// stopped accepting it. A later registration older than `appleTimestamp` does not reactivate the token.
+    @discardableResult
+    public func deactivateDevice(
+        tenant: String,
+        token: String,
+        appleTimestamp: Date
+    ) async throws(RelayStoreError) -> Int {
+        let token = try Self.normalizedToken(token)
+        return try await countRows(
+            """
+            UPDATE devices
+            SET active = false, invalidated_at = GREATEST(invalidated_at, \(appleTimestamp)), updated_at = now()
+            WHERE tenant_id = \(tenant) AND token = \(token) AND registered_at <= \(appleTimestamp)
+            RETURNING 1::int8
+            """
+        )
+    }
+
+    /// Deletes every device of `tenant` with `token` (the app unregistered it); returns how many rows it deleted.
+    @discardableResult
+    public func unregisterDevice(tenant: String, token: String) async throws(RelayStoreError) -> Int {
+        let token = try Self.normalizedToken(token)
+        return try await countRows(
+            "DELETE FROM devices WHERE tenant_id = \(tenant) AND token = \(token) RETURNING 1::int8"
+        )
+    }
+
+    /// Deletes every device of `user` on `platform` in `tenant` (a logout); returns how many rows it deleted.
+    @discardableResult
+    public func unregisterDevices(tenant: String, user: String, platform: String) async throws(RelayStoreError) -> Int {
+        try await countRows(
+            """
+            DELETE FROM devices
+            WHERE tenant_id = \(tenant) AND user_id = \(user) AND platform = \(platform)
+            RETURNING 1::int8
+            """
+        )
+    }
+
+    /// The devices of `user` in `tenant`, active or not, the most recently registered first.
+    public func devices(tenant: String, user: String) async throws(RelayStoreError) -> [DeviceRecord] {
+        do {
+            return try await Self.deviceRows(
+                client.query(
+                    """
+                    SELECT \(unescaped: Self.deviceColumns) FROM devices
+                    WHERE tenant_id = \(tenant) AND user_id = \(user)
+                    ORDER BY registered_at DESC, token
+                    """,
+                    logger: logger
+                )
+            )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// The devices of `tenant` holding `token` (several only under `per_user_token_platform_environment`).
+    public func devices(tenant: String, token: String) async throws(RelayStoreError) -> [DeviceRecord] {
+        let token = try Self.normalizedToken(token)
+        do {
+            return try await Self.deviceRows(
+                client.query(
+                    """
+                    SELECT \(unescaped: Self.deviceColumns) FROM devices
+                    WHERE tenant_id = \(tenant) AND token = \(token)
+                    ORDER BY registered_at DESC, user_id
+                    """,
+                    logger: logger
+                )
+            )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    // MARK: - Helpers
+
+    typealias DeviceColumns = (
+        String, String, String, String, String, String?, String?, String?, String?, [String], Bool, Date, Date?,
+        Date, Date
+    )
+    typealias WrittenDeviceColumns = (
+        String, String, String, String, String, String?, String?, String?, String?, [String], Bool, Date, Date?,
+        Date, Date, Bool
+    )
+
+    static let deviceColumns = """
+        tenant_id, user_id, token, platform, environment, device_id, app_version, locale, time_zone, topics, \
+        active, registered_at, invalidated_at, created_at, updated_at
+        """
+
+    /// A token as stored: trimmed, lower-cased, non-empty hex of even length.
+    static func normalizedToken(_ token: String) throws(RelayStoreError) -> String {
+        let normalized = token.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let isHex = normalized.unicodeScalars.allSatisfy { ("0"..."9").contains($0) || ("a"..."f").contains($0) }
+        guard !normalized.isEmpty, isHex, normalized.count.isMultiple(of: 2), normalized.count <= 400 else {
+            throw .invalidDeviceRegistration(reason: "the token \"\(token)\" is not a device token in hex")
+        }
+        return normalized
+    }
+
+    /// The unique key of the row a registration writes under `policy`: a JSON array, so no separator can be
+    /// forged by a user id.
+    static func slot(policy: TenantConfiguration.TokenPolicy, registration: DeviceRegistration, token: String) -> String
+    {
+        let parts: [String] =
+            switch policy {
+            case .onePerUserPlatform: ["user_platform", registration.userID, registration.platform]
+            case .perUserTokenPlatformEnvironment:
+                [
+                    "user_token_platform_environment", registration.userID, token, registration.platform,
+                    registration.environment.rawValue,
+                ]
+            case .tokenMovesToLastUser: ["token", token]
+            }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return (try? String(decoding: encoder.encode(parts), as: UTF8.self)) ?? parts.joined(separator: "\u{1F}")
+    }
+
+    static func device(from columns: DeviceColumns) throws(RelayStoreError) -> DeviceRecord {
+        guard let environment = TenantConfiguration.Environment(rawValue: columns.4) else {
+            throw .databaseUnavailable("device row with unknown environment \(columns.4)")
+        }
+        return DeviceRecord(
+            tenantID: columns.0, userID: columns.1, token: columns.2, platform: columns.3, environment: environment,
+            deviceID: columns.5, appVersion: columns.6, locale: columns.7, timeZone: columns.8, topics: columns.9,
+            active: columns.10, registeredAt: columns.11, invalidatedAt: columns.12, createdAt: columns.13,
+            updatedAt: columns.14)
+    }
+
+    static func deviceRows(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
+        var devices: [DeviceRecord] = []
+        for try await columns in rows.decode(DeviceColumns.self) {
+            devices.append(try device(from: columns))
+        }
+        return devices
+    }
+
+    /// Runs a statement that returns one row per affected row and counts them.
+    func countRows(_ query: PostgresQuery) async throws(RelayStoreError) -> Int {
+        do {
+            var count = 0
+            for try await _ in try await client.query(query, logger: logger).decode(Int.self) {
+                count += 1
+            }
+            return count
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+}
+
+/// The store's error for `error`: a ``RelayStoreError`` thrown inside a transaction is passed on as it is,
+/// anything else from postgres-nio becomes ``RelayStoreError/databaseUnavailable(_:)`` with the server's message.
+func relayStoreFailure(_ error: any Error) -> RelayStoreError {
+    if let error = error as? RelayStoreError {
+        return error
+    }
+    if let transaction = error as? PostgresTransactionError,
+        let inner = transaction.closureError as? RelayStoreError
+    {
+        return inner
+    }
+    return .databaseUnavailable(describePostgresError(error))
+}

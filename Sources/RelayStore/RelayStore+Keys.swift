@@ -1,0 +1,350 @@
+public import APNs
+public import Crypto
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// Which APNs environments a signing key is used for.
+public enum SigningKeyEnvironment: String, Sendable, Hashable, CaseIterable, Codable {
+    /// `api.push.apple.com` only.
+    case production
+    /// `api.sandbox.push.apple.com` only.
+    case development
+    /// Both environments (an APNs key works for both; this is the default).
+    case both
+}
+
+/// Where a signing key is in its life.
+public enum SigningKeyStatus: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Used for new work.
+    case active
+    /// Replaced by a newer key; still used by work already in flight, then retired.
+    case retiring
+    /// No longer used; kept for the record until removed.
+    case retired
+}
+
+/// A stored signing key's metadata: everything but the key itself.
+public struct SigningKeyRecord: Sendable, Hashable {
+    /// The tenant the key belongs to.
+    public var tenantID: String
+    /// Apple's 10-character key id (`kid`).
+    public var keyID: String
+    /// Apple's 10-character team id (`iss`).
+    public var teamID: String
+    /// The environments it is used for.
+    public var environment: SigningKeyEnvironment
+    /// The first 16 bytes of SHA-256 of the public key's DER (SubjectPublicKeyInfo), as 32 hex digits.
+    public var fingerprint: String
+    /// Where the key is in its life.
+    public var status: SigningKeyStatus
+    /// When it was added.
+    public var createdAt: Date
+    /// When a rotation replaced it, if one did.
+    public var retiringAt: Date?
+    /// When it was retired, if it was.
+    public var retiredAt: Date?
+}
+
+/// A stored signing key unsealed for the relay: the usable key and its metadata.
+public struct UnsealedSigningKey: Sendable {
+    /// The key's metadata.
+    public var record: SigningKeyRecord
+    /// The key, ready to make provider tokens.
+    public var key: APNsSigningKey
+}
+
+extension RelayStore {
+    /// The channel on which every change to a tenant's signing keys is announced, with the tenant id as payload.
+    ///
+    /// ``addSigningKey(tenant:p8PEM:keyID:teamID:environment:masterKey:)``,
+    /// ``rotateSigningKey(tenant:oldKeyID:p8PEM:keyID:teamID:environment:masterKey:)``,
+    /// ``retireSigningKey(tenant:keyID:)`` and ``removeSigningKey(tenant:keyID:)`` run
+    /// `NOTIFY pushrelay_keys, '<tenant id>'` in the same transaction as the change, so a listener sees it only
+    /// once it is committed. A running relay can `LISTEN pushrelay_keys` and reload that tenant's keys
+    /// (``loadSigningKeys(tenant:masterKey:)``), rebuilding only that tenant's pools.
+    public static let keyChangeChannel = "pushrelay_keys"
+
+    /// Checks a `.p8` key as APNs will use it: a PKCS#8 P-256 private key whose ES256 provider token verifies
+    /// with its public key. Returns the key, its PKCS#8 DER and its fingerprint.
+    static func checkSigningKey(
+        p8PEM: String, keyID: String, teamID: String
+    ) throws(RelayStoreError) -> (key: APNsSigningKey, der: Data, fingerprint: String) {
+        let key: APNsSigningKey
+        do {
+            key = try APNsSigningKey(pem: p8PEM, keyID: keyID, teamID: teamID)
+        } catch {
+            throw .invalidSigningKey(reason: error.description)
+        }
+        let token = key.makeToken(issuedAt: Date())
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let signatureBytes = Base64URL.decode(parts[2]),
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+            key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        else {
+            throw .invalidSigningKey(reason: "a provider token signed with it does not verify")
+        }
+        let der: Data
+        do {
+            der = try P256.Signing.PrivateKey(pemRepresentation: p8PEM).derRepresentation
+        } catch {
+            throw .invalidSigningKey(reason: "key is not a P-256 (ES256) private key: \(error)")
+        }
+        return (key, der, fingerprint(of: key.publicKey))
+    }
+
+    /// The fingerprint ``SigningKeyRecord/fingerprint`` shows for `publicKey`.
+    public static func fingerprint(of publicKey: P256.Signing.PublicKey) -> String {
+        hexString(SHA256.hash(data: publicKey.derRepresentation).prefix(16))
+    }
+
+    /// The additional authenticated data of a sealed key: a sealed key opens only for the tenant and key id
+    /// it was sealed for, so its bytes cannot be moved to another tenant or key row.
+    static func sealingContext(tenant: String, keyID: String) -> Data {
+        Data("pushrelay signing key\u{0}\(tenant)\u{0}\(keyID)".utf8)
+    }
+
+    /// Checks a `.p8` key (see ``SigningKeyRecord``) and stores it, sealed with AES-256-GCM under `masterKey`,
+    /// as an active key of `tenant`. Nothing is stored when the key is refused.
+    ///
+    /// - Throws: ``RelayStoreError/invalidSigningKey(reason:)``, ``RelayStoreError/unknownTenant(_:)``,
+    ///   ``RelayStoreError/duplicateSigningKey(tenant:keyID:)``.
+    @discardableResult
+    public func addSigningKey(
+        tenant: String,
+        p8PEM: String,
+        keyID: String,
+        teamID: String,
+        environment: SigningKeyEnvironment = .both,
+        masterKey: MasterKey
+    ) async throws(RelayStoreError) -> SigningKeyRecord {
+        try await storeSigningKey(
+            tenant: tenant, p8PEM: p8PEM, keyID: keyID, teamID: teamID, environment: environment,
+            masterKey: masterKey, replacing: nil)
+    }
+
+    /// Adds a new active key (as ``addSigningKey(tenant:p8PEM:keyID:teamID:environment:masterKey:)``) and marks
+    /// `oldKeyID` as ``SigningKeyStatus/retiring``, in one transaction. The old key stays usable by work already
+    /// in flight; ``retireSigningKey(tenant:keyID:)`` retires it once that work is done.
+    ///
+    /// - Parameter environment: The new key's environments; the old key's when `nil`.
+    /// - Throws: as `addSigningKey`, and ``RelayStoreError/unknownSigningKey(tenant:keyID:)`` for `oldKeyID`.
+    @discardableResult
+    public func rotateSigningKey(
+        tenant: String,
+        oldKeyID: String,
+        p8PEM: String,
+        keyID: String,
+        teamID: String,
+        environment: SigningKeyEnvironment? = nil,
+        masterKey: MasterKey
+    ) async throws(RelayStoreError) -> SigningKeyRecord {
+        try await storeSigningKey(
+            tenant: tenant, p8PEM: p8PEM, keyID: keyID, teamID: teamID, environment: environment,
+            masterKey: masterKey, replacing: oldKeyID)
+    }
+
+    /// Marks `keyID` of `tenant` as ``SigningKeyStatus/retired``: the relay no longer uses it.
+    ///
+    /// - Throws: ``RelayStoreError/unknownSigningKey(tenant:keyID:)``.
+    public func retireSigningKey(tenant: String, keyID: String) async throws(RelayStoreError) {
+        try await changeSigningKey(
+            tenant: tenant, keyID: keyID,
+            """
+            UPDATE signing_keys SET status = 'retired', retired_at = coalesce(retired_at, now())
+            WHERE tenant_id = \(tenant) AND key_id = \(keyID)
+            RETURNING key_id
+            """)
+    }
+
+    /// Deletes `keyID` of `tenant`, sealed bytes and all.
+    ///
+    /// - Throws: ``RelayStoreError/unknownSigningKey(tenant:keyID:)``.
+    public func removeSigningKey(tenant: String, keyID: String) async throws(RelayStoreError) {
+        try await changeSigningKey(
+            tenant: tenant, keyID: keyID,
+            "DELETE FROM signing_keys WHERE tenant_id = \(tenant) AND key_id = \(keyID) RETURNING key_id")
+    }
+
+    /// The metadata of `tenant`'s signing keys, newest first; never the keys themselves.
+    ///
+    /// - Throws: ``RelayStoreError/unknownTenant(_:)`` when there is no such tenant.
+    public func listSigningKeys(tenant: String) async throws(RelayStoreError) -> [SigningKeyRecord] {
+        try await signingKeyRows(tenant: tenant).map(\.record)
+    }
+
+    /// `tenant`'s active and retiring keys, unsealed with `masterKey`, newest first: what the relay signs with.
+    ///
+    /// - Throws: ``RelayStoreError/wrongMasterKey(tenant:keyID:)`` when `masterKey` does not open a key,
+    ///   ``RelayStoreError/unknownTenant(_:)``.
+    public func loadSigningKeys(tenant: String, masterKey: MasterKey) async throws(RelayStoreError)
+        -> [UnsealedSigningKey]
+    {
+        var keys: [UnsealedSigningKey] = []
+        for (record, sealed) in try await signingKeyRows(tenant: tenant) where record.status != .retired {
+            guard
+                let der = masterKey.open(
+                    sealed, context: Self.sealingContext(tenant: record.tenantID, keyID: record.keyID))
+            else {
+                throw .wrongMasterKey(tenant: record.tenantID, keyID: record.keyID)
+            }
+            do {
+                let privateKey = try P256.Signing.PrivateKey(derRepresentation: der)
+                let key = try APNsSigningKey(privateKey: privateKey, keyID: record.keyID, teamID: record.teamID)
+                keys.append(UnsealedSigningKey(record: record, key: key))
+            } catch {
+                throw .invalidSigningKey(
+                    reason: "stored key \(record.keyID) of \(record.tenantID) is unusable: \(error)")
+            }
+        }
+        return keys
+    }
+
+    private func storeSigningKey(
+        tenant: String,
+        p8PEM: String,
+        keyID: String,
+        teamID: String,
+        environment: SigningKeyEnvironment?,
+        masterKey: MasterKey,
+        replacing oldKeyID: String?
+    ) async throws(RelayStoreError) -> SigningKeyRecord {
+        let checked = try Self.checkSigningKey(p8PEM: p8PEM, keyID: keyID, teamID: teamID)
+        let sealed = masterKey.seal(checked.der, context: Self.sealingContext(tenant: tenant, keyID: keyID))
+        let fingerprint = checked.fingerprint
+        let logger = self.logger
+        do {
+            return try await client.withConnection { connection in
+                try await connection.withTransaction(logger: logger) { transaction in
+                    try await Self.requireTenant(tenant, on: transaction, logger: logger)
+                    var newEnvironment = environment ?? .both
+                    if let oldKeyID {
+                        var oldEnvironment: String?
+                        for try await value in try await transaction.query(
+                            """
+                            UPDATE signing_keys
+                            SET status = 'retiring', retiring_at = coalesce(retiring_at, now())
+                            WHERE tenant_id = \(tenant) AND key_id = \(oldKeyID) AND status = 'active'
+                            RETURNING environment
+                            """,
+                            logger: logger
+                        ).decode(String.self) {
+                            oldEnvironment = value
+                        }
+                        guard let oldEnvironment else {
+                            throw RelayStoreError.unknownSigningKey(tenant: tenant, keyID: oldKeyID)
+                        }
+                        if environment == nil {
+                            newEnvironment = SigningKeyEnvironment(rawValue: oldEnvironment) ?? .both
+                        }
+                    }
+                    var inserted: Date?
+                    for try await createdAt in try await transaction.query(
+                        """
+                        INSERT INTO signing_keys (tenant_id, key_id, team_id, environment, sealed_key, fingerprint)
+                        VALUES (\(tenant), \(keyID), \(teamID), \(newEnvironment.rawValue), \(sealed), \(fingerprint))
+                        ON CONFLICT (tenant_id, key_id) DO NOTHING
+                        RETURNING created_at
+                        """,
+                        logger: logger
+                    ).decode(Date.self) {
+                        inserted = createdAt
+                    }
+                    guard let inserted else {
+                        throw RelayStoreError.duplicateSigningKey(tenant: tenant, keyID: keyID)
+                    }
+                    try await Self.notifyKeyChange(tenant: tenant, on: transaction, logger: logger)
+                    return SigningKeyRecord(
+                        tenantID: tenant, keyID: keyID, teamID: teamID, environment: newEnvironment,
+                        fingerprint: fingerprint, status: .active, createdAt: inserted)
+                }
+            }
+        } catch {
+            throw relayStoreError(from: error)
+        }
+    }
+
+    private func changeSigningKey(
+        tenant: String, keyID: String, _ query: PostgresQuery
+    ) async throws(RelayStoreError) {
+        let logger = self.logger
+        do {
+            try await client.withConnection { connection in
+                try await connection.withTransaction(logger: logger) { transaction in
+                    var found = false
+                    for try await _ in try await transaction.query(query, logger: logger).decode(String.self) {
+                        found = true
+                    }
+                    guard found else { throw RelayStoreError.unknownSigningKey(tenant: tenant, keyID: keyID) }
+                    try await Self.notifyKeyChange(tenant: tenant, on: transaction, logger: logger)
+                }
+            }
+        } catch {
+            throw relayStoreError(from: error)
+        }
+    }
+
+    private func signingKeyRows(tenant: String) async throws(RelayStoreError) -> [(
+        record: SigningKeyRecord, sealed: Data
+    )] {
+        let logger = self.logger
+        do {
+            return try await client.withConnection { connection in
+                try await Self.requireTenant(tenant, on: connection, logger: logger)
+                var rows: [(record: SigningKeyRecord, sealed: Data)] = []
+                for try await (
+                    keyID, teamID, environment, sealed, fingerprint, status, createdAt, retiringAt, retiredAt
+                )
+                    in try await connection.query(
+                        """
+                        SELECT key_id, team_id, environment, sealed_key, fingerprint, status,
+                               created_at, retiring_at, retired_at
+                        FROM signing_keys WHERE tenant_id = \(tenant)
+                        ORDER BY created_at DESC, key_id
+                        """,
+                        logger: logger
+                    ).decode((String, String, String, Data, String, String, Date, Date?, Date?).self)
+                {
+                    let record = SigningKeyRecord(
+                        tenantID: tenant, keyID: keyID, teamID: teamID,
+                        environment: SigningKeyEnvironment(rawValue: environment) ?? .both, fingerprint: fingerprint,
+                        status: SigningKeyStatus(rawValue: status) ?? .retired, createdAt: createdAt,
+                        retiringAt: retiringAt, retiredAt: retiredAt)
+                    rows.append((record, sealed))
+                }
+                return rows
+            }
+        } catch {
+            throw relayStoreError(from: error)
+        }
+    }
+
+    /// Throws ``RelayStoreError/unknownTenant(_:)`` unless tenant `id` exists.
+    static func requireTenant(_ id: String, on connection: PostgresConnection, logger: Logger) async throws {
+        var found = false
+        for try await _ in try await connection.query("SELECT id FROM tenants WHERE id = \(id)", logger: logger)
+            .decode(String.self)
+        {
+            found = true
+        }
+        guard found else { throw RelayStoreError.unknownTenant(id) }
+    }
+
+    private static func notifyKeyChange(
+        tenant: String, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        try await connection.query("SELECT pg_notify(\(keyChangeChannel), \(tenant))", logger: logger)
+    }
+}
+
+/// The ``RelayStoreError`` behind `error`: itself, or the one a transaction wraps; anything else is the
+/// database being unavailable.
+func relayStoreError(from error: any Error) -> RelayStoreError {
+    if let error = error as? RelayStoreError { return error }
+    if let transaction = error as? PostgresTransactionError,
+        let inner = transaction.closureError as? RelayStoreError
+    {
+        return inner
+    }
+    return .databaseUnavailable(describePostgresError(error))
+}

@@ -1,0 +1,117 @@
+import Foundation
+import RelayStore
+import Testing
+
+/// `count` delivery records for `tenant`, spread over the hours after `instant()` (which is 12:00 UTC), so
+/// they land in that day's and the next day's partitions.
+func makeDeliveries(tenant: String, count: Int, job: String = "job-1") -> [DeliveryRecord] {
+    (0..<count).map { index in
+        let sent = instant(index * 10)
+        let dead = index % 1_000 == 999
+        return DeliveryRecord(
+            tenantID: tenant, jobID: index.isMultiple(of: 2) ? job : job + "-b", userID: "user\(index % 100)",
+            token: deviceToken(index), apnsID: UUID().uuidString, outcome: dead ? .tokenDead : .delivered,
+            reason: dead ? "Unregistered" : nil, attempt: 1, sentAt: sent, answeredAt: sent.addingTimeInterval(1),
+            latencyMilliseconds: 1_000)
+    }
+}
+
+@Suite("Deliveries")
+struct DeliveryTests {
+    @Test("10,000 deliveries in batches of 1,000 take exactly 10 statements")
+    func batchedWrites() async throws {
+        try await withTenantStore { store in
+            try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2)
+            let records = makeDeliveries(tenant: "circl", count: 10_000)
+            let report = try await store.recordDeliveries(records, batchSize: 1_000)
+            #expect(report == DeliveryWriteReport(rows: 10_000, statements: 10))
+
+            #expect(try await column("SELECT count(*)::text FROM deliveries", in: store) == ["10000"])
+            // Rows written by one statement share its transaction id: the server saw exactly 10 writes.
+            #expect(try await column("SELECT count(DISTINCT xmin::text)::text FROM deliveries", in: store) == ["10"])
+
+            let byJob = try await store.deliveries(tenant: "circl", job: "job-1", limit: 20_000)
+            #expect(byJob.count == 5_000)
+            #expect(byJob.first?.sentAt == instant(9_998 * 10))
+            let byUser = try await store.deliveries(tenant: "circl", user: "user99", limit: 5)
+            #expect(byUser.count == 5)
+            #expect(byUser.allSatisfy { $0.userID == "user99" })
+            let byToken = try await store.deliveries(tenant: "circl", token: deviceToken(999).uppercased())
+            #expect(byToken.count == 1)
+            let dead = try #require(byToken.first)
+            #expect(dead == records[999])
+            let inRange = try await store.deliveries(tenant: "circl", from: instant(0), to: instant(100), limit: 100)
+            #expect(inRange.map(\.sentAt) == (0..<10).reversed().map { instant($0 * 10) })
+        }
+    }
+
+    @Test("a row outside every partition gets its day's partition and the batch is written again")
+    func missingPartition() async throws {
+        try await withTenantStore { store in
+            let records = makeDeliveries(tenant: "anky", count: 3)
+            let report = try await store.recordDeliveries(records)
+            #expect(report == DeliveryWriteReport(rows: 3, statements: 3, createdPartitions: ["deliveries_p20260310"]))
+            #expect(try await store.deliveries(tenant: "anky", job: "job-1").count == 2)
+            #expect(try await store.recordDeliveries([]) == DeliveryWriteReport())
+        }
+    }
+
+    @Test("daily partitions are created once and dropped by retention")
+    func partitionsAndRetention() async throws {
+        try await withTenantStore { store in
+            let created = try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2, daysBehind: 1)
+            #expect(
+                created == [
+                    "deliveries_p20260309", "deliveries_p20260310", "deliveries_p20260311", "deliveries_p20260312",
+                ])
+            #expect(try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2, daysBehind: 1).isEmpty)
+            #expect(try await store.deliveryPartitions() == created)
+
+            let day: Int = 86_400
+            let records = (-1...2).map { offset in
+                DeliveryRecord(
+                    tenantID: "argus", jobID: "job", token: deviceToken(offset + 10), outcome: .delivered,
+                    sentAt: instant(offset * day))
+            }
+            #expect(try await store.recordDeliveries(records).statements == 1)
+
+            // 2026-03-11 00:00 UTC: the 9th and 10th are wholly older, the 11th is not.
+            let cutoff = instant(12 * 3_600)
+            let dropped = try await store.dropDeliveryPartitions(olderThan: cutoff)
+            #expect(dropped == ["deliveries_p20260309", "deliveries_p20260310"])
+            #expect(try await store.deliveryPartitions() == ["deliveries_p20260311", "deliveries_p20260312"])
+            #expect(try await store.dropDeliveryPartitions(olderThan: cutoff).isEmpty)
+            let left = try await store.deliveries(tenant: "argus", from: instant(-2 * day), to: instant(3 * day))
+            #expect(left.map(\.sentAt) == [instant(2 * day), instant(day)])
+        }
+    }
+
+    @Test("a tenant cannot read another tenant's deliveries")
+    func tenantIsolation() async throws {
+        try await withTenantStore { store in
+            try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2)
+            try await store.recordDeliveries(
+                makeDeliveries(tenant: "circl", count: 10) + makeDeliveries(tenant: "anky", count: 4))
+            #expect(try await store.deliveries(tenant: "anky", job: "job-1").count == 2)
+            #expect(try await store.deliveries(tenant: "anky", user: "user5").isEmpty)
+            #expect(try await store.deliveries(tenant: "anky", token: deviceToken(7)).isEmpty)
+            #expect(try await store.deliveries(tenant: "circl", token: deviceToken(7)).count == 1)
+            let anky = try await store.deliveries(tenant: "anky", from: instant(-1), to: instant(1_000))
+            #expect(anky.count == 4)
+            #expect(anky.allSatisfy { $0.tenantID == "anky" })
+            #expect(try await store.deliveries(tenant: "familyportal", from: instant(-1), to: instant(1_000)).isEmpty)
+        }
+    }
+
+    @Test("records for an unknown tenant are refused as a whole")
+    func unknownTenant() async throws {
+        try await withTenantStore { store in
+            try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 1)
+            let records = makeDeliveries(tenant: "circl", count: 2) + makeDeliveries(tenant: "nobody", count: 1)
+            await #expect(throws: RelayStoreError.self) {
+                try await store.recordDeliveries(records)
+            }
+            #expect(try await store.deliveries(tenant: "circl", job: "job-1").isEmpty)
+        }
+    }
+}
