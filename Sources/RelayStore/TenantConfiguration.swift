@@ -1,3 +1,5 @@
+public import APNs
+
 /// One tenant's settings, as declared by its file in `Tenants/` (see `Tenants/README.md`).
 ///
 /// A value type that encodes deterministically (``jsonData()``: sorted keys), which is what
@@ -81,32 +83,6 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         case tokenMovesToLastUser = "token_moves_to_last_user"
     }
 
-    /// The `apns-push-type` of a notification type.
-    public enum PushType: String, Sendable, Hashable, Codable, CaseIterable {
-        /// A visible alert, sound or badge.
-        case alert
-        /// A silent `content-available` update (priority 5).
-        case background
-        /// A location query.
-        case location
-        /// A VoIP call (PushKit).
-        case voip
-        /// A watchOS complication update.
-        case complication
-        /// A File Provider change.
-        case fileprovider
-        /// A device management wake-up.
-        case mdm
-        /// A Live Activity update.
-        case liveactivity
-        /// A Push to Talk update.
-        case pushtotalk
-        /// A widget reload.
-        case widgets
-        /// A control reload.
-        case controls
-    }
-
     /// The `interruption-level` of an alert.
     public enum InterruptionLevel: String, Sendable, Hashable, Codable, CaseIterable {
         /// Added to the notification list without lighting the screen.
@@ -132,7 +108,7 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
     /// One kind of notification the tenant sends and its defaults.
     public struct NotificationType: Sendable, Hashable, Codable {
         /// The `apns-push-type`.
-        public var pushType: PushType
+        public var pushType: APNsPushType
         /// The `apns-priority`: 10 (immediately), 5 (power-considerate) or 1 (lowest).
         public var priority: Int
         /// Seconds APNs keeps trying to deliver (0: once only), or `nil` for no `apns-expiration` header.
@@ -154,7 +130,7 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
 
         /// Creates a notification type.
         public init(
-            pushType: PushType,
+            pushType: APNsPushType,
             priority: Int,
             expiration: Int? = nil,
             bundleID: String,

@@ -1,3 +1,4 @@
+import APNs
 public import Foundation
 import Yams
 
@@ -209,7 +210,7 @@ private struct TenantFileParser {
                 "opt_out_allowed", "default_enabled", "subscription",
             ])
         let pushType = try enumeration(
-            reader.required("push_type"), reader.path("push_type"), TenantConfiguration.PushType.self,
+            reader.required("push_type"), reader.path("push_type"), APNsPushType.self,
             what: "push type")
 
         var priority = pushType == .background ? 5 : 10
