@@ -182,24 +182,30 @@ final class PushDriver {
     private let pool: APNsPool
     private let notifications: [APNsNotification]
     private let total: Int
+    private let onReport: (@Sendable (APNsNotification, APNsDeliveryReport) -> Void)?
     private var started = 0
     private var finished = 0
     private var tally: [String: Int] = [:]
     private let done: EventLoopPromise<[String: Int]>
 
-    private init(pool: APNsPool, notifications: [APNsNotification], total: Int) {
+    private init(
+        pool: APNsPool, notifications: [APNsNotification], total: Int,
+        onReport: (@Sendable (APNsNotification, APNsDeliveryReport) -> Void)?
+    ) {
         self.pool = pool
         self.notifications = notifications
         self.total = total
+        self.onReport = onReport
         self.done = pool.eventLoop.makePromise()
     }
 
-    /// Runs the sends and returns the count of each "class reason" line.
+    /// Runs the sends and returns the count of each "class reason" line; `onReport` sees each result.
     static func run(
-        pool: APNsPool, notifications: [APNsNotification], total: Int, concurrency: Int
+        pool: APNsPool, notifications: [APNsNotification], total: Int, concurrency: Int,
+        onReport: (@Sendable (APNsNotification, APNsDeliveryReport) -> Void)? = nil
     ) async throws -> [String: Int] {
         try await pool.eventLoop.flatSubmit {
-            let driver = PushDriver(pool: pool, notifications: notifications, total: total)
+            let driver = PushDriver(pool: pool, notifications: notifications, total: total, onReport: onReport)
             for _ in 0..<min(concurrency, total) { driver.sendNext() }
             return driver.done.futureResult
         }.get()
@@ -212,6 +218,7 @@ final class PushDriver {
         pool.sendFuture(notification).assumeIsolated().whenComplete { result in
             switch result {
             case .success(let report):
+                self.onReport?(notification, report)
                 let key =
                     report.outcome == .delivered
                     ? "delivered" : "\(report.outcome.rawValue) \(report.reasonText)"

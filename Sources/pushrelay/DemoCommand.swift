@@ -6,33 +6,54 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import RelayStore
+import Synchronization
 
-/// `pushrelay demo`: the main job on embedded defaults. Today: start the APNs simulator, send a few
-/// notifications of every kind through the engine's warm pool, then a fan-out, and report.
+/// `pushrelay demo`: the main job on embedded defaults. Today: start (or reuse) the embedded PostgreSQL
+/// cluster and apply the tenant files, start the APNs simulator, send a few notifications of every kind
+/// through the engine's warm pool, then a fan-out whose every delivery is recorded in PostgreSQL.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Start the APNs simulator and send through the engine (no real keys needed).",
+        abstract: "Run the main job on embedded defaults: PostgreSQL, tenants, APNs simulator, engine.",
         discussion: """
-            A fresh P-256 signing key is made in memory and given to the simulator, which listens on \
-            127.0.0.1 with its CA in --data-dir. One of the fan-out's tokens is registered as dead in the \
-            simulator, to show a 410 with Apple's timestamp.
+            The database is --database-url, PUSHRELAY_DATABASE_URL, or the embedded cluster in --data-dir; \
+            it is migrated and the tenant files in --tenants are applied. A fresh P-256 signing key is made \
+            in memory and given to the simulator, which listens on 127.0.0.1 with its CA in --sim-dir. The \
+            fan-out goes to circl's bundle id; one of its tokens is registered as dead in the simulator, to \
+            show a 410 with Apple's timestamp. Every delivery is written to the deliveries table in batches.
             """
     )
 
     @Option(help: "Folder for the simulator's CA.")
-    var dataDir = ".pushrelay/apns-sim"
+    var simDir = ".pushrelay/apns-sim"
+    @Option(help: "Folder of tenant files to apply.")
+    var tenants = "Tenants"
+    @OptionGroup var database: DatabaseOptions
     @Option(help: "Devices in the fan-out.")
     var count = 20_000
     @Option(help: "HTTP/2 connections in the pool.")
     var connections = 2
 
     func run() async throws {
+        let configurations = try TenantConfiguration.loadFolder(tenants)
+        let (count, connections, simDir) = (self.count, self.connections, self.simDir)
+        try await database.withStore { store in
+            let report = try await store.syncTenants(configurations)
+            print(
+                "database ready; tenants: \(report.created.count) created, \(report.updated.count) updated, "
+                    + "\(report.unchanged.count) unchanged"
+            )
+            try await Self.send(count: count, connections: connections, simDir: simDir, store: store)
+        }
+    }
+
+    private static func send(count: Int, connections: Int, simDir: String, store: RelayStore) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let key = try APNsSigningKey(privateKey: P256.Signing.PrivateKey(), keyID: "DEMOKEY001", teamID: "DEMOTEAM01")
-        let bundleID = "com.example.demo"
+        let bundleID = "com.fragne.circl"
         let deadToken = String(repeating: "de", count: 32)
-        var simulatorConfiguration = APNsSimulatorConfiguration(certificateDirectory: dataDir)
+        var simulatorConfiguration = APNsSimulatorConfiguration(certificateDirectory: simDir)
         simulatorConfiguration.keys = [APNsSimulatorKey(key)]
         simulatorConfiguration.topics = [bundleID]
         simulatorConfiguration.faults.unregisteredTokens = [deadToken: Int64(Date().timeIntervalSince1970 * 1000)]
@@ -60,6 +81,9 @@ struct DemoCommand: AsyncParsableCommand {
         let tokens = (0..<count).map { index in
             index == count / 2 ? deadToken : String(format: "%064x", index + 1)
         }
+        let jobID = "demo-\(UUID().uuidString.prefix(8).lowercased())"
+        let sentAt = Date()
+        let records = Mutex<[DeliveryRecord]>([])
         let started = ContinuousClock.now
         let reports = try await PushDriver.run(
             pool: pool,
@@ -67,7 +91,15 @@ struct DemoCommand: AsyncParsableCommand {
                 APNsNotification(deviceToken: $0, bundleID: bundleID, payload: payload)
             },
             total: tokens.count, concurrency: 2000
-        )
+        ) { notification, report in
+            let record = DeliveryRecord(
+                tenantID: "circl", jobID: jobID, token: notification.deviceToken,
+                apnsID: report.response?.apnsID, outcome: DeliveryOutcome(report.outcome),
+                reason: report.response?.reason?.rawValue, attempt: max(report.attempts, 1), sentAt: sentAt,
+                answeredAt: Date()
+            )
+            records.withLock { $0.append(record) }
+        }
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         print(
@@ -80,12 +112,19 @@ struct DemoCommand: AsyncParsableCommand {
             "simulator: \(statistics.requestsReceived) requests on \(statistics.connectionsAccepted) connections; "
                 + "by status \(statistics.responsesByStatus.sorted { $0.key < $1.key })"
         )
+        let rows = records.withLock { $0 }
+        let written = try await store.recordDeliveries(rows, batchSize: 5_000)
+        let readBack = try await store.deliveries(tenant: "circl", job: jobID, limit: rows.count + 1)
+        print(
+            "recorded \(written.rows) deliveries of job \(jobID) in \(written.statements) statements; "
+                + "\(readBack.count) read back"
+        )
         await pool.shutdown()
         try await simulator.shutdown()
         try await group.shutdownGracefully()
     }
 
-    private func samples(bundleID: String) throws -> [(String, APNsNotification)] {
+    private static func samples(bundleID: String) throws -> [(String, APNsNotification)] {
         let token = String(repeating: "ab", count: 32)
         var alert = APNsPayload.APS(
             alert: .fields(.init(title: "Circle", subtitle: "#general", body: "Ada: see you at 8")),
@@ -149,7 +188,7 @@ struct DemoCommand: AsyncParsableCommand {
         ]
     }
 
-    private func describe(_ report: APNsDeliveryReport) -> String {
+    private static func describe(_ report: APNsDeliveryReport) -> String {
         var text = report.outcome.rawValue
         if let response = report.response {
             text += " \(response.status)"
@@ -158,5 +197,17 @@ struct DemoCommand: AsyncParsableCommand {
         }
         if let failure = report.failure { text += " \(failure)" }
         return text + " (attempts: \(report.attempts))"
+    }
+}
+
+extension DeliveryOutcome {
+    /// The delivery outcome recorded for an engine outcome class.
+    init(_ outcome: APNsOutcomeClass) {
+        switch outcome {
+        case .delivered: self = .delivered
+        case .tokenDead: self = .tokenDead
+        case .retryLater: self = .retryLater
+        case .configurationFault: self = .configurationFault
+        }
     }
 }
