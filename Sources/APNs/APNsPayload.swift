@@ -211,7 +211,7 @@ public struct APNsPayload: Sendable, Hashable, Encodable {
     }
 
     /// `interruption-level`.
-    public enum InterruptionLevel: String, Sendable, Hashable, Encodable {
+    public enum InterruptionLevel: String, Sendable, Hashable, Codable, CaseIterable {
         case passive, active, critical
         case timeSensitive = "time-sensitive"
     }

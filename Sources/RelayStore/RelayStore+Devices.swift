@@ -1,3 +1,4 @@
+public import APNs
 public import Foundation
 import Logging
 import PostgresNIO

@@ -54,13 +54,8 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         case quietHours = "quiet_hours"
     }
 
-    /// An APNs environment a bundle id is used in.
-    public enum Environment: String, Sendable, Hashable, Codable, CaseIterable {
-        /// `api.push.apple.com`: App Store and TestFlight builds.
-        case production
-        /// `api.sandbox.push.apple.com`: development builds (APNs' "sandbox").
-        case development
-    }
+    /// An APNs environment a bundle id uses (the engine's type).
+    public typealias Environment = APNsEnvironment
 
     /// One bundle id (APNs topic) of the tenant.
     public struct BundleID: Sendable, Hashable, Codable {
@@ -83,17 +78,8 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         case tokenMovesToLastUser = "token_moves_to_last_user"
     }
 
-    /// The `interruption-level` of an alert.
-    public enum InterruptionLevel: String, Sendable, Hashable, Codable, CaseIterable {
-        /// Added to the notification list without lighting the screen.
-        case passive
-        /// The default: presented immediately.
-        case active
-        /// Breaks through Focus (needs the Time Sensitive entitlement).
-        case timeSensitive = "time-sensitive"
-        /// Bypasses mute and Focus (needs Apple's critical alerts entitlement).
-        case critical
-    }
+    /// The `interruption-level` of an alert (the payload model's type).
+    public typealias InterruptionLevel = APNsPayload.InterruptionLevel
 
     /// What quiet hours do to a notification type.
     public enum QuietHoursAction: String, Sendable, Hashable, Codable, CaseIterable {
