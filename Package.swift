@@ -13,6 +13,9 @@ let package = Package(
         .library(name: "APNs", targets: ["APNs"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .library(name: "RelayStore", targets: ["RelayStore"]),
+        .library(name: "PushRelayProtocol", targets: ["PushRelayProtocol"]),
+        .library(name: "PushRelayClient", targets: ["PushRelayClient"]),
+        .library(name: "RelayServer", targets: ["RelayServer"]),
         .executable(name: "pushrelay", targets: ["pushrelay"]),
     ],
     dependencies: [
@@ -26,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
     ],
     targets: [
         .target(
@@ -69,12 +73,56 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .systemLibrary(
+            name: "CZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"])]
+        ),
+        .target(
+            name: "PushRelayProtocol",
+            dependencies: [
+                "CZstd",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "PushRelayClient",
+            dependencies: [
+                "PushRelayProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "RelayServer",
+            dependencies: [
+                "APNs",
+                "APNsSimulator",
+                "PushRelayProtocol",
+                "RelayStore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "pushrelay",
             dependencies: [
                 "APNs",
                 "APNsSimulator",
                 "RelayStore",
+                "RelayServer",
+                "PushRelayClient",
+                "PushRelayProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -104,6 +152,30 @@ let package = Package(
                 "APNs",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PushRelayProtocolTests",
+            dependencies: [
+                "PushRelayProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RelayServerTests",
+            dependencies: [
+                "RelayServer",
+                "PushRelayClient",
+                "PushRelayProtocol",
+                "RelayStore",
+                "APNs",
+                "APNsSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

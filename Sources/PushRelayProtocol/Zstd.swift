@@ -1,0 +1,69 @@
+import CZstd
+public import NIOCore
+
+/// zstd compression of frame bodies through Debian's libzstd.
+///
+/// Decompression is bounded: the zstd frame must declare its content size, and that size is checked
+/// against the limit before any memory is allocated for the output.
+public enum Zstd {
+    /// `ZSTD_CONTENTSIZE_UNKNOWN`: the frame does not declare its content size.
+    private static let contentSizeUnknown = UInt64.max
+    /// `ZSTD_CONTENTSIZE_ERROR`: the bytes are not a zstd frame header.
+    private static let contentSizeError = UInt64.max - 1
+
+    /// Compresses a whole body into one zstd frame that declares its content size.
+    public static func compress(_ body: ByteBuffer, level: Int32 = 3, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let bound = ZSTD_compressBound(body.readableBytes)
+        var output = allocator.buffer(capacity: bound)
+        body.withUnsafeReadableBytes { source in
+            let written = output.writeWithUnsafeMutableBytes(minimumWritableBytes: bound) { destination in
+                let result = ZSTD_compress(
+                    destination.baseAddress, destination.count, source.baseAddress, source.count, level
+                )
+                // Compressing into a buffer of ZSTD_compressBound bytes cannot fail.
+                precondition(ZSTD_isError(result) == 0, "ZSTD_compress failed: \(String(cString: ZSTD_getErrorName(result)))")
+                return result
+            }
+            _ = written
+        }
+        return output
+    }
+
+    /// The content size a zstd frame declares, or the error that refuses it: `DECOMPRESSED_TOO_LARGE`
+    /// when no size is declared or it is over `limit`, `BAD_COMPRESSION` when the bytes are no zstd frame.
+    public static func declaredSize(of body: ByteBuffer, limit: Int) throws(ProtocolError) -> Int {
+        let size = body.withUnsafeReadableBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
+        switch size {
+        case contentSizeUnknown:
+            throw ProtocolError(.decompressedTooLarge, "the zstd frame does not declare its content size")
+        case contentSizeError:
+            throw ProtocolError(.badCompression, "the body is not a zstd frame")
+        case let size where size > UInt64(limit):
+            throw ProtocolError(
+                .decompressedTooLarge, "the zstd frame declares \(size) bytes; at most \(limit) are accepted"
+            )
+        default:
+            return Int(size)
+        }
+    }
+
+    /// Decompresses one zstd frame whose declared content size is at most `limit` bytes.
+    public static func decompress(
+        _ body: ByteBuffer,
+        limit: Int,
+        allocator: ByteBufferAllocator
+    ) throws(ProtocolError) -> ByteBuffer {
+        let size = try declaredSize(of: body, limit: limit)
+        var output = allocator.buffer(capacity: size)
+        let result = body.withUnsafeReadableBytes { source in
+            output.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { destination in
+                let result = ZSTD_decompress(destination.baseAddress, size, source.baseAddress, source.count)
+                return ZSTD_isError(result) == 0 ? result : 0
+            }
+        }
+        guard result == size else {
+            throw ProtocolError(.badCompression, "the zstd body does not decompress to its declared \(size) bytes")
+        }
+        return output
+    }
+}

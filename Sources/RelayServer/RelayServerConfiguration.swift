@@ -1,0 +1,44 @@
+public import Foundation
+public import NIOSSL
+public import PushRelayProtocol
+
+/// How a ``RelayServer`` listens and what it holds connections to.
+public struct RelayServerConfiguration: Sendable {
+    /// The address to listen on.
+    public var host: String
+    /// The TCP port; 0 picks a free one.
+    public var port: Int
+    /// TLS for the listener; `nil` for plain TCP.
+    public var tls: TLSConfiguration?
+    /// The limits every connection is held to.
+    public var limits: ProtocolLimits
+    /// Time a new connection has to complete HELLO.
+    public var helloTimeout: Duration
+    /// Time without a client frame after which the relay says GOODBYE and closes; `nil` never.
+    public var idleTimeout: Duration?
+    /// Time a graceful close waits for in-flight requests before closing anyway.
+    public var closeGracePeriod: Duration
+    /// Answers at least this large are compressed for clients that accept zstd.
+    public var compressionThreshold: Int
+
+    /// A configuration with the documented defaults.
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 7411,
+        tls: TLSConfiguration? = nil,
+        limits: ProtocolLimits = ProtocolLimits(),
+        helloTimeout: Duration = .seconds(10),
+        idleTimeout: Duration? = .seconds(300),
+        closeGracePeriod: Duration = .seconds(30),
+        compressionThreshold: Int = 8_192
+    ) {
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self.limits = limits
+        self.helloTimeout = helloTimeout
+        self.idleTimeout = idleTimeout
+        self.closeGracePeriod = closeGracePeriod
+        self.compressionThreshold = compressionThreshold
+    }
+}
