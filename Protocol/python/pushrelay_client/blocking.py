@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import ssl as ssl_module
 import threading
-from typing import Any, Awaitable, Iterable, Iterator, Mapping, Optional, TypeVar, Union
+from typing import Any, Coroutine, Iterable, Iterator, Mapping, Optional, TypeVar, Union
 
 from google.protobuf.message import Message
 
@@ -124,17 +124,17 @@ class RelayClient:
         self._thread.join()
         self._loop.close()
 
-    def _run(self, coroutine: Awaitable[T], timeout: Optional[float]) -> T:
+    def _run(self, coroutine: Coroutine[Any, Any, T], timeout: Optional[float]) -> T:
         if self._loop.is_closed():
             raise RuntimeError("the RelayClient is closed")
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)  # type: ignore[arg-type]
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise TimeoutError(f"no answer within {timeout} s") from None
 
-    def _call(self, coroutine: Awaitable[T]) -> T:
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self._run(coroutine, self.timeout)
 
     # -- requests: see AsyncRelayClient for each ----------------------------------------------------

@@ -17,6 +17,7 @@ from pushrelay_client import (
     FLAG_ZSTD,
     MESSAGE_TYPES,
     ErrorCode,
+    Frame,
     FrameDecoder,
     FrameError,
     Kind,
@@ -88,7 +89,7 @@ def test_valid_vector_decodes(vector: Dict[str, Any]) -> None:
 def test_valid_vector_decodes_byte_by_byte(vector: Dict[str, Any]) -> None:
     data = bytes.fromhex(vector["hex"])
     stream = decoder()
-    frames = []
+    frames: List[Frame] = []
     for index in range(len(data)):
         frames.extend(stream.feed(data[index : index + 1]))
         assert len(frames) == (1 if index == len(data) - 1 else 0)

@@ -119,7 +119,6 @@ def vectors() -> List[Dict[str, Any]]:
     """Every vector, valid ones first."""
     zstd = zstandard.ZstdCompressor(level=DEFAULT_ZSTD_LEVEL)
     ping_body = pb.Ping(nonce=0x0123456789ABCDEF).SerializeToString()
-    send_zstd = zstd.compress(send_message().SerializeToString(deterministic=True))
     bomb = zstd.compress(bytes(DEFAULT_MAX_DECOMPRESSED_BYTES + 1))
     unsized = zstandard.ZstdCompressor(level=DEFAULT_ZSTD_LEVEL, write_content_size=False).compress(ping_body)
     truncated = zstd.compress(ping_body)[:-3]

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Ops/test-python.sh: the Python client's tests, then the same client against a real relay.
+#
+#   bash Ops/test-python.sh
+#
+# Steps, each fatal:
+#   1. a virtualenv in a temporary folder with ./Protocol/python and pytest installed (falls back to
+#      the system python3 when venv is unavailable)
+#   2. the tests that need no relay: Protocol/vectors.json, the frame codec, the clients against a
+#      fake relay
+#   3. a relay on a fresh embedded PostgreSQL: tenant sync, a credential for circl and familyportal,
+#      `pushrelay serve --apns-simulator` on a free port (it writes host:port to its --ready-file)
+#   4. Protocol/python/tests/test_relay.py against it, then SIGTERM and wait for the relay
+#
+# Environment:
+#   PUSHRELAY_BIN  the relay binary (default .build/debug/pushrelay; build it first)
+#   PYTHON         the python to build the virtualenv from (default python3)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BIN="${PUSHRELAY_BIN:-.build/debug/pushrelay}"
+PYTHON="${PYTHON:-python3}"
+READY_TIMEOUT=120
+
+started=$(date +%s)
+step="start"
+TMP="$(mktemp -d)"
+# The embedded PostgreSQL runs as an unprivileged user when we are root: it must reach $TMP/pg.
+chmod 755 "$TMP"
+RELAY_PID=""
+
+log() { printf '\n==> test-python.sh: %s\n' "$*"; }
+fail() {
+    echo "test-python.sh: $*" >&2
+    exit 1
+}
+
+# Stops the relay (SIGTERM, then SIGKILL after 30 s); sets relay_status to its exit status.
+relay_status=""
+stop_relay() {
+    local pid="$RELAY_PID"
+    RELAY_PID=""
+    relay_status=0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 300); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "test-python.sh: the relay did not stop within 30 s of SIGTERM; killing it" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || relay_status=$?
+}
+
+# The embedded PostgreSQL our relay started, if the relay left it running.
+stop_postgres() {
+    local pidfile="$TMP/pg/postmaster.pid" pid
+    [ -f "$pidfile" ] || return 0
+    pid="$(head -n 1 "$pidfile")"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+}
+
+on_exit() {
+    local rc=$?
+    if [ -n "$RELAY_PID" ]; then
+        stop_relay
+    fi
+    stop_postgres
+    if [ "$rc" -ne 0 ]; then
+        if [ -f "$TMP/relay.log" ]; then
+            printf '\ntest-python.sh: last lines of the relay log:\n' >&2
+            tail -n 40 "$TMP/relay.log" >&2
+        fi
+        printf '\ntest-python.sh: FAILED at step "%s" (exit %d) after %ds\n' "$step" "$rc" "$(($(date +%s) - started))"
+    fi
+    rm -rf "$TMP"
+}
+trap on_exit EXIT
+
+# The "N passed ..." line of a pytest run's output file.
+pytest_summary() { grep -E '[0-9]+ (passed|failed|skipped|error)' "$1" | tail -n 1 | tr -d '='; }
+
+# --- 1. python environment -----------------------------------------------------------------------
+step="python-env"
+log "$step"
+if "$PYTHON" -m venv "$TMP/venv" >/dev/null 2>&1 && "$TMP/venv/bin/python" -m pip --version >/dev/null 2>&1; then
+    PY="$TMP/venv/bin/python"
+    "$PY" -m pip install --quiet --disable-pip-version-check ./Protocol/python pytest
+else
+    echo "test-python.sh: no virtualenv ($PYTHON -m venv failed); installing into $PYTHON's environment"
+    PY="$PYTHON"
+    if ! "$PY" -m pip install --quiet --disable-pip-version-check ./Protocol/python pytest 2>"$TMP/pip.err"; then
+        if grep -q externally-managed-environment "$TMP/pip.err"; then
+            "$PY" -m pip install --quiet --disable-pip-version-check --break-system-packages ./Protocol/python pytest
+        else
+            cat "$TMP/pip.err" >&2
+            exit 1
+        fi
+    fi
+fi
+# Run from $TMP so the tests import the installed package, not the source folder.
+(cd "$TMP" && "$PY" -c 'import pushrelay_client, sys; print("pushrelay_client", pushrelay_client.__version__, "from", pushrelay_client.__file__, "on python", sys.version.split()[0])')
+
+# --- 2. tests without a relay --------------------------------------------------------------------
+step="unit-tests"
+log "vectors, frame codec, clients against a fake relay"
+(cd "$TMP" && env -u PUSHRELAY_ADDRESS "$PY" -m pytest -q -p no:cacheprovider \
+    "$ROOT/Protocol/python/tests/test_vectors.py" "$ROOT/Protocol/python/tests/test_client.py") | tee "$TMP/unit.txt"
+unit_summary="$(pytest_summary "$TMP/unit.txt")"
+
+# --- 3. a relay ----------------------------------------------------------------------------------
+step="relay-setup"
+log "relay: tenants, credentials, serve"
+[ -x "$BIN" ] || fail "no relay binary at $BIN (swift build first, or set PUSHRELAY_BIN)"
+"$BIN" admin tenant sync Tenants --data-dir "$TMP/pg"
+# `credential issue` prints "secret: prk_..." once.
+issue_secret() {
+    local output secret
+    output="$("$BIN" admin credential issue "$1" --name python-tests --data-dir "$TMP/pg")"
+    secret="$(printf '%s\n' "$output" | grep -oE 'prk_[A-Za-z0-9_-]+' | head -n 1)"
+    [ -n "$secret" ] || fail "no prk_ secret in the output of credential issue $1: $output"
+    printf '%s' "$secret"
+}
+CIRCL_SECRET="$(issue_secret circl)"
+FAMILYPORTAL_SECRET="$(issue_secret familyportal)"
+
+step="relay-start"
+"$BIN" serve --listen 127.0.0.1:0 --apns-simulator --data-dir "$TMP/pg" --tenants Tenants \
+    --ready-file "$TMP/ready" >"$TMP/relay.log" 2>&1 &
+RELAY_PID=$!
+address=""
+for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
+    kill -0 "$RELAY_PID" 2>/dev/null || fail "the relay exited before it was ready"
+    if [ -s "$TMP/ready" ]; then
+        first="$(tr -d '[:space:]' <"$TMP/ready")"
+        sleep 0.1
+        # Read twice, in case the file was still being written.
+        if [ "$first" = "$(tr -d '[:space:]' <"$TMP/ready")" ] && [[ "$first" =~ :[0-9]+$ ]]; then
+            address="$first"
+            break
+        fi
+    else
+        sleep 0.1
+    fi
+done
+[ -n "$address" ] || fail "the relay wrote no host:port to its ready file within ${READY_TIMEOUT}s"
+echo "test-python.sh: relay ready at $address (pid $RELAY_PID)"
+
+# --- 4. integration tests ------------------------------------------------------------------------
+step="relay-tests"
+log "Protocol/python/tests/test_relay.py against $address"
+(cd "$TMP" && PUSHRELAY_ADDRESS="$address" \
+    PUSHRELAY_TENANT=circl PUSHRELAY_CREDENTIAL="$CIRCL_SECRET" \
+    PUSHRELAY_OTHER_TENANT=familyportal PUSHRELAY_OTHER_CREDENTIAL="$FAMILYPORTAL_SECRET" \
+    "$PY" -m pytest -q -p no:cacheprovider -rs "$ROOT/Protocol/python/tests/test_relay.py") | tee "$TMP/relay.txt"
+relay_summary="$(pytest_summary "$TMP/relay.txt")"
+grep -q skipped <<<"$relay_summary" && fail "relay tests were skipped: $relay_summary"
+
+step="relay-stop"
+stop_relay
+[ "$relay_status" -eq 0 ] || fail "the relay exited with status $relay_status after SIGTERM (expected 0)"
+
+step="done"
+printf '\ntest-python.sh: OK: unit (%s), relay (%s), relay stopped cleanly, in %ds\n' \
+    "$(echo $unit_summary)" "$(echo $relay_summary)" "$(($(date +%s) - started))"
