@@ -55,6 +55,7 @@ class FakeRelay:
     async def _stop_listening(self) -> None:
         assert self.server is not None
         self.server.close()
+        await self._drop_all()  # since Python 3.12, wait_closed also waits for the connections
         await self.server.wait_closed()
 
     async def _drop_all(self) -> None:
@@ -63,6 +64,7 @@ class FakeRelay:
         self.writers.clear()
 
     def stop_listening(self) -> None:
+        """Stop accepting connections and drop the open ones."""
         self.run(self._stop_listening())
 
     def start_listening(self) -> None:
@@ -73,7 +75,6 @@ class FakeRelay:
         self.run(self._drop_all())
 
     def close(self) -> None:
-        self.run(self._drop_all())
         self.run(self._stop_listening())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
@@ -248,7 +249,6 @@ def test_reconnect_backs_off_until_the_relay_is_back(relay: FakeRelay) -> None:
     async def test() -> None:
         client = await connect(relay, reconnect_attempts=4)
         relay.stop_listening()
-        relay.drop_all()
         await asyncio.sleep(0.2)
         loop = asyncio.get_running_loop()
         loop.call_later(0.3, relay.start_listening)
@@ -264,7 +264,6 @@ def test_gives_up_after_the_attempts(relay: FakeRelay) -> None:
     async def test() -> None:
         client = await connect(relay, reconnect_attempts=2)
         relay.stop_listening()
-        relay.drop_all()
         await asyncio.sleep(0.2)
         with pytest.raises(ConnectionClosed):
             await client.ping()
