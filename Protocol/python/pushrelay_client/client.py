@@ -170,6 +170,7 @@ class _Connection:
         self._write_lock = asyncio.Lock()
         self._loop = asyncio.get_running_loop()
         self.last_sent = self._loop.time()
+        self.last_received = self.last_sent
         self._reader_task = self._loop.create_task(self._read_loop())
         self._keepalive_task: Optional["asyncio.Task[None]"] = None
         if keepalive_interval:
@@ -270,6 +271,7 @@ class _Connection:
                 data = await self.reader.read(_READ_SIZE)
                 if not data:
                     break
+                self.last_received = self._loop.time()
                 self.decoder.feed(data)
                 self._dispatch_buffered()
         except FrameError as refused:
@@ -343,8 +345,10 @@ class _Connection:
             try:
                 await asyncio.wait_for(self.call(Kind.PING, pb.Ping(nonce=random.getrandbits(64))), interval)
             except asyncio.TimeoutError:
-                self.abort(ConnectionClosed(f"the relay did not answer a PING within {interval} s"))
-                return
+                # A relay that sent anything meanwhile is alive (busy, or holding back reads).
+                if self._loop.time() - self.last_received >= interval:
+                    self.abort(ConnectionClosed(f"the relay sent nothing for {interval} s, not even a PONG"))
+                    return
             except PushRelayError:
                 return
 
@@ -386,7 +390,7 @@ class AsyncRelayClient:
             at once, then after 1, 2, 4, ... seconds (at most ``backoff_max``), each with jitter.
         backoff_max: the longest wait between attempts, in seconds.
         keepalive_interval: PING after this many quiet seconds (None: never), and drop a connection
-            whose PONG does not come within as long.
+            from which nothing, not even the PONG, arrives within as long.
         max_answer_bytes: largest body (as received) accepted from the relay.
         max_answer_decompressed_bytes: largest decompressed body accepted from the relay.
     """

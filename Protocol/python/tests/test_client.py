@@ -42,6 +42,7 @@ class FakeRelay:
         self.writers: List[asyncio.StreamWriter] = []
         self.held_pings: List[Frame] = []
         self.reverse_pings = 0
+        self.silent = False
         self.server: Optional[asyncio.AbstractServer] = None
         self.run(self._start())
 
@@ -114,6 +115,8 @@ class FakeRelay:
                 return False
             send(Kind.HELLO_OK, pb.HelloOk(version=1, tenant=message.tenant, max_frame_bytes=1 << 20))
         elif frame.kind == Kind.PING:
+            if self.silent:
+                return True
             if self.reverse_pings:
                 self.held_pings.append(frame)
                 if len(self.held_pings) == self.reverse_pings:
@@ -336,6 +339,20 @@ def test_keepalive_pings_a_quiet_connection(relay: FakeRelay) -> None:
         await asyncio.sleep(0.7)
         assert relay.kinds().count(Kind.PING) >= 2
         assert client.connected
+        await client.close()
+
+    run(test)
+
+
+def test_keepalive_drops_a_silent_relay(relay: FakeRelay) -> None:
+    async def test() -> None:
+        client = await connect(relay, keepalive_interval=0.2)
+        relay.silent = True
+        await asyncio.sleep(0.8)
+        assert not client.connected
+        relay.silent = False
+        await client.ping()  # a new connection
+        assert relay.connections == 2
         await client.close()
 
     run(test)
