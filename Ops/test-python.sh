@@ -132,7 +132,7 @@ CIRCL_SECRET="$(issue_secret circl)"
 FAMILYPORTAL_SECRET="$(issue_secret familyportal)"
 
 step="relay-start"
-"$BIN" serve --listen 127.0.0.1:0 --apns-simulator --data-dir "$TMP/pg" --tenants Tenants \
+"$BIN" serve --listen 127.0.0.1:0 --apns-simulator --sim-dir "$TMP/sim" --data-dir "$TMP/pg" --tenants Tenants \
     --ready-file "$TMP/ready" >"$TMP/relay.log" 2>&1 &
 RELAY_PID=$!
 address=""
