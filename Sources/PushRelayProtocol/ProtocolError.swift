@@ -10,8 +10,9 @@ public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible 
     public var retryAfterMilliseconds: UInt32
 
     /// An error with a code and a message.
-    public init(_ code: Pushrelay_V1_ErrorCode, _ message: String, field: String = "", retryAfterMilliseconds: UInt32 = 0)
-    {
+    public init(
+        _ code: Pushrelay_V1_ErrorCode, _ message: String, field: String = "", retryAfterMilliseconds: UInt32 = 0
+    ) {
         self.code = code
         self.message = message
         self.field = field

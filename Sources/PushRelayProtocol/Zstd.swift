@@ -21,7 +21,8 @@ public enum Zstd {
                     destination.baseAddress, destination.count, source.baseAddress, source.count, level
                 )
                 // Compressing into a buffer of ZSTD_compressBound bytes cannot fail.
-                precondition(ZSTD_isError(result) == 0, "ZSTD_compress failed: \(String(cString: ZSTD_getErrorName(result)))")
+                precondition(
+                    ZSTD_isError(result) == 0, "ZSTD_compress failed: \(String(cString: ZSTD_getErrorName(result)))")
                 return result
             }
             _ = written

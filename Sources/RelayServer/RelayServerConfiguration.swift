@@ -1,4 +1,3 @@
-public import Foundation
 public import NIOSSL
 public import PushRelayProtocol
 

@@ -6,7 +6,10 @@ struct PushRelayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushrelay",
         abstract: "A shared relay for iOS push notifications.",
-        subcommands: [APNsCommand.self, APNsSimCommand.self, DemoCommand.self, AdminCommand.self]
+        subcommands: [
+            ServeCommand.self, SendCommand.self, AdminCommand.self, APNsCommand.self, APNsSimCommand.self,
+            DemoCommand.self,
+        ]
     )
 }
 

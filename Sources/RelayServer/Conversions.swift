@@ -1,0 +1,140 @@
+import APNs
+import Foundation
+import PushRelayProtocol
+import RelayStore
+
+extension Date {
+    /// Milliseconds since 1970, as the wire carries times.
+    var unixMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+
+    /// The date `milliseconds` after 1970.
+    init(unixMilliseconds milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+}
+
+extension Pushrelay_V1_Environment {
+    /// The wire value for an APNs environment.
+    init(_ environment: APNsEnvironment) {
+        self = environment == .production ? .production : .sandbox
+    }
+
+    /// The APNs environment, or `nil` when unspecified.
+    var apns: APNsEnvironment? {
+        switch self {
+        case .production: .production
+        case .sandbox: .development
+        default: nil
+        }
+    }
+}
+
+extension Pushrelay_V1_Device {
+    /// The wire form of a registry row.
+    init(_ record: DeviceRecord) {
+        self.init()
+        userID = record.userID
+        token = record.token
+        platform = record.platform
+        environment = .init(record.environment)
+        deviceID = record.deviceID ?? ""
+        appVersion = record.appVersion ?? ""
+        locale = record.locale ?? ""
+        timeZone = record.timeZone ?? ""
+        topics = record.topics
+        active = record.active
+        registeredAtMs = record.registeredAt.unixMilliseconds
+        invalidatedAtMs = record.invalidatedAt?.unixMilliseconds ?? 0
+    }
+}
+
+extension DeliveryOutcome {
+    /// The outcome as the wire names it.
+    var wireName: String {
+        switch self {
+        case .delivered: "delivered"
+        case .tokenDead: "dead_token"
+        case .configurationFault: "rejected"
+        case .retryLater: "failed"
+        case .skipped: "skipped"
+        }
+    }
+}
+
+extension Pushrelay_V1_Delivery {
+    /// The wire form of a recorded attempt.
+    init(_ record: DeliveryRecord) {
+        self.init()
+        jobID = record.jobID
+        userID = record.userID ?? ""
+        token = record.token
+        apnsID = record.apnsID ?? ""
+        outcome = record.outcome.wireName
+        reason = record.reason ?? ""
+        attempt = UInt32(clamping: record.attempt)
+        sentAtMs = record.sentAt.unixMilliseconds
+        answeredAtMs = record.answeredAt?.unixMilliseconds ?? 0
+        latencyMs = UInt32(clamping: record.latencyMilliseconds ?? 0)
+    }
+}
+
+extension Pushrelay_V1_Job {
+    /// The wire form of a job row.
+    init(_ record: JobRecord) {
+        self.init()
+        jobID = record.id
+        state = .init(record.state)
+        notificationType = record.notificationType
+        createdAtMs = record.createdAt.unixMilliseconds
+        finishedAtMs = record.finishedAt?.unixMilliseconds ?? 0
+        devices = UInt32(clamping: record.devices)
+        delivered = UInt32(clamping: record.delivered)
+        failed = UInt32(clamping: record.failed)
+        skipped = UInt32(clamping: record.skipped)
+        error = record.error ?? ""
+    }
+}
+
+extension Pushrelay_V1_JobState {
+    /// The wire form of a job state.
+    init(_ state: JobState) {
+        switch state {
+        case .accepted: self = .accepted
+        case .scheduled: self = .scheduled
+        case .running: self = .running
+        case .completed: self = .completed
+        case .failed: self = .failed
+        case .cancelled: self = .cancelled
+        }
+    }
+}
+
+extension Pushrelay_V1_Mute {
+    /// The wire form of a mute.
+    init(_ record: MuteRecord) {
+        self.init()
+        userID = record.userID
+        threadID = record.threadID ?? ""
+        scope = record.scope ?? ""
+        untilMs = record.until?.unixMilliseconds ?? 0
+    }
+}
+
+extension ProtocolError {
+    /// The wire error for a store failure: a bad argument stays the caller's fault, anything else is
+    /// the relay's (`UNAVAILABLE` when the database cannot be reached).
+    init(_ error: RelayStoreError) {
+        switch error {
+        case .invalidDeviceRegistration(let reason):
+            self.init(.invalidArgument, reason)
+        case .invalidArgument(let reason):
+            self.init(.invalidArgument, reason)
+        case .unknownTenant(let tenant):
+            self.init(.notFound, "no tenant \(tenant)")
+        case .databaseUnavailable:
+            self.init(.unavailable, "\(error)", retryAfterMilliseconds: 1_000)
+        default:
+            self.init(.internal, "\(error)")
+        }
+    }
+}

@@ -1,0 +1,214 @@
+public import APNs
+public import Logging
+public import NIOCore
+import PostgresNIO
+public import PushRelayProtocol
+public import RelayStore
+
+/// Where the relay's APNs pools connect and how large they are.
+public struct APNsTarget: Sendable {
+    /// One endpoint for every environment (the simulator), or `nil` for Apple's endpoints.
+    public var endpointOverride: APNsEndpoint?
+    /// A CA file to trust instead of the system's (the simulator's CA).
+    public var caFile: String?
+    /// HTTP/2 connections per pool.
+    public var connectionsPerPool: Int
+    /// Signing keys used for tenants that have no stored key for an environment, by tenant id
+    /// (the ephemeral keys `serve --apns-simulator` makes).
+    public var fallbackKeys: [String: APNsSigningKey]
+
+    /// A target; the defaults are Apple's endpoints with two connections per pool.
+    public init(
+        endpointOverride: APNsEndpoint? = nil,
+        caFile: String? = nil,
+        connectionsPerPool: Int = 2,
+        fallbackKeys: [String: APNsSigningKey] = [:]
+    ) {
+        self.endpointOverride = endpointOverride
+        self.caFile = caFile
+        self.connectionsPerPool = connectionsPerPool
+        self.fallbackKeys = fallbackKeys
+    }
+
+    /// The endpoint a pool for `environment` connects to.
+    public func endpoint(for environment: APNsEnvironment) -> APNsEndpoint {
+        endpointOverride ?? .apple(environment)
+    }
+}
+
+/// The relay's APNs pools: one per tenant and environment, built from the tenant's newest usable signing
+/// key, warm before first use, and rebuilt (only that tenant's) when its keys change.
+///
+/// When a tenant's keys change, the pools signed with the old key are taken out of service at once and
+/// shut down after their in-flight requests are answered: the old key is retired after its in-flight work.
+public actor PoolRegistry {
+    private struct PoolKey: Hashable {
+        var tenant: String
+        var environment: APNsEnvironment
+    }
+
+    private struct Entry {
+        var generation: Int
+        var task: Task<APNsPool, any Error>
+    }
+
+    private let store: RelayStore
+    private let masterKey: MasterKey?
+    private let target: APNsTarget
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private var pools: [PoolKey: Entry] = [:]
+    private var generation = 0
+    private var rebuilds: [String: Int] = [:]
+
+    /// A registry that builds pools on `group` with keys from `store`, unsealed with `masterKey`.
+    public init(store: RelayStore, masterKey: MasterKey?, target: APNsTarget, group: any EventLoopGroup, logger: Logger)
+    {
+        self.store = store
+        self.masterKey = masterKey
+        self.target = target
+        self.group = group
+        self.logger = logger
+    }
+
+    /// The warm pool for `tenant` in `environment`, built on first use.
+    ///
+    /// - Throws: `UNAVAILABLE` when the tenant has no usable key for the environment or the pool cannot connect.
+    public func pool(tenant: String, environment: APNsEnvironment) async throws(ProtocolError) -> APNsPool {
+        let key = PoolKey(tenant: tenant, environment: environment)
+        let entry: Entry
+        if let existing = pools[key] {
+            entry = existing
+        } else {
+            generation += 1
+            let build = Task { try await self.build(tenant: tenant, environment: environment) }
+            entry = Entry(generation: generation, task: build)
+            pools[key] = entry
+        }
+        do {
+            return try await entry.task.value
+        } catch {
+            // A failed build is forgotten, so the next send tries again.
+            if pools[key]?.generation == entry.generation { pools[key] = nil }
+            if let error = error as? ProtocolError { throw error }
+            throw ProtocolError(.unavailable, "APNs pool for \(tenant) (\(environment.rawValue)): \(error)")
+        }
+    }
+
+    /// How many times `tenant`'s pools were rebuilt after a key change.
+    public func rebuildCount(tenant: String) -> Int {
+        rebuilds[tenant, default: 0]
+    }
+
+    /// Takes `tenant`'s pools out of service after a key change and builds them again with the current
+    /// keys; the old pools finish their in-flight requests, then close. Other tenants' pools are untouched.
+    public func keysChanged(tenant: String) async {
+        let old = pools.filter { $0.key.tenant == tenant }
+        for key in old.keys { pools[key] = nil }
+        rebuilds[tenant, default: 0] += 1
+        logger.info("signing keys changed; rebuilding pools", metadata: ["tenant": "\(tenant)"])
+        for (key, entry) in old {
+            if let pool = try? await entry.task.value {
+                Task { await pool.shutdown(gracePeriod: .seconds(30)) }
+            }
+            _ = try? await self.pool(tenant: tenant, environment: key.environment)
+        }
+    }
+
+    /// Builds the pools of every listed tenant and environment now, so the first send finds them warm.
+    /// Tenants without a usable key are logged and skipped.
+    public func warm(_ tenants: [(tenant: String, environment: APNsEnvironment)]) async {
+        for (tenant, environment) in tenants {
+            do {
+                _ = try await pool(tenant: tenant, environment: environment)
+            } catch {
+                logger.warning(
+                    "APNs pool not warmed", metadata: ["tenant": "\(tenant)", "error": "\(error.message)"]
+                )
+            }
+        }
+    }
+
+    /// Follows `NOTIFY pushrelay_keys` and rebuilds the pools of the tenant named in each notification,
+    /// until the task is cancelled. Reconnects after a lost database connection.
+    public func followKeyChanges() async {
+        while !Task.isCancelled {
+            do {
+                try await store.client.withConnection { connection in
+                    try await connection.listen(on: RelayStore.keyChangeChannel) { notifications in
+                        for try await notification in notifications {
+                            await self.keysChanged(tenant: notification.payload)
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning("key change listener lost its connection; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// Shuts every pool down, waiting up to `gracePeriod` for in-flight requests.
+    public func shutdown(gracePeriod: TimeAmount = .seconds(5)) async {
+        let all = pools.values
+        pools = [:]
+        for entry in all {
+            if let pool = try? await entry.task.value { await pool.shutdown(gracePeriod: gracePeriod) }
+        }
+    }
+
+    private func build(tenant: String, environment: APNsEnvironment) async throws -> APNsPool {
+        let signingKey = try await signingKey(tenant: tenant, environment: environment)
+        var configuration = APNsPoolConfiguration(
+            endpoint: target.endpoint(for: environment), credential: .token(signingKey), caFile: target.caFile
+        )
+        configuration.connections = target.connectionsPerPool
+        var logger = self.logger
+        logger[metadataKey: "tenant"] = "\(tenant)"
+        logger[metadataKey: "apns.environment"] = "\(environment.rawValue)"
+        let pool = try APNsPool(configuration: configuration, eventLoop: group.next(), logger: logger)
+        do {
+            try await pool.start()
+        } catch {
+            await pool.shutdown(gracePeriod: .zero)
+            throw error
+        }
+        logger.info("APNs pool warm", metadata: ["key_id": "\(signingKey.keyID)"])
+        return pool
+    }
+
+    private func signingKey(tenant: String, environment: APNsEnvironment) async throws -> APNsSigningKey {
+        let records = try await store.listSigningKeys(tenant: tenant).filter {
+            $0.status != .retired && $0.environment.covers(environment)
+        }
+        if !records.isEmpty {
+            guard let masterKey else {
+                throw ProtocolError(
+                    .unavailable, "tenant \(tenant) has stored signing keys but the relay has no master key"
+                )
+            }
+            let keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey)
+            if let newest = keys.first(where: {
+                $0.record.status == .active && $0.record.environment.covers(environment)
+            })
+                ?? keys.first(where: { $0.record.environment.covers(environment) })
+            {
+                return newest.key
+            }
+        }
+        if let fallback = target.fallbackKeys[tenant] { return fallback }
+        throw ProtocolError(.unavailable, "tenant \(tenant) has no signing key for \(environment.rawValue)")
+    }
+}
+
+extension SigningKeyEnvironment {
+    /// Whether a key for this environment signs for `environment`.
+    func covers(_ environment: APNsEnvironment) -> Bool {
+        switch self {
+        case .both: true
+        case .production: environment == .production
+        case .development: environment == .development
+        }
+    }
+}

@@ -1,0 +1,104 @@
+public import Logging
+public import NIOCore
+import NIOPosix
+import NIOSSL
+import PushRelayProtocol
+import Synchronization
+
+/// The relay's TCP listener for backend connections (optionally TLS): one ``RelayService`` behind it,
+/// one session per connection.
+public final class RelayServer: Sendable {
+    /// The bound address's port (the chosen one when the configuration asked for port 0).
+    public let port: Int
+    /// The bound host.
+    public let host: String
+    private let serverChannel: any Channel
+    private let connections: ConnectionRegistry
+    private let configuration: RelayServerConfiguration
+    private let logger: Logger
+
+    private init(
+        serverChannel: any Channel,
+        connections: ConnectionRegistry,
+        configuration: RelayServerConfiguration,
+        logger: Logger
+    ) {
+        self.serverChannel = serverChannel
+        self.connections = connections
+        self.configuration = configuration
+        self.logger = logger
+        self.host = configuration.host
+        self.port = serverChannel.localAddress?.port ?? configuration.port
+    }
+
+    /// Listens on `configuration.host` and `configuration.port` and serves connections with `service`.
+    public static func start(
+        configuration: RelayServerConfiguration,
+        service: RelayService,
+        group: any EventLoopGroup,
+        logger: Logger
+    ) async throws -> RelayServer {
+        let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0) }
+        let registry = ConnectionRegistry()
+        let counter = Atomic<Int>(0)
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let number = counter.wrappingAdd(1, ordering: .relaxed).newValue
+                    let pipeline = channel.pipeline.syncOperations
+                    if let sslContext { try pipeline.addHandler(NIOSSLServerHandler(context: sslContext)) }
+                    try pipeline.addHandler(
+                        RelaySessionHandler(
+                            service: service, configuration: configuration, connectionID: "c\(number)", logger: logger
+                        )
+                    )
+                    registry.add(channel)
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+        return RelayServer(
+            serverChannel: channel, connections: registry, configuration: configuration, logger: logger
+        )
+    }
+
+    /// Connections open right now.
+    public var connectionCount: Int {
+        connections.channels.withLock { $0.count }
+    }
+
+    /// Stops accepting, says GOODBYE on every connection, waits for their in-flight requests (at most the
+    /// configured grace period), then closes what is left.
+    public func shutdown() async {
+        try? await serverChannel.close()
+        let open = connections.channels.withLock { Array($0.values) }
+        for channel in open {
+            channel.pipeline.fireUserInboundEventTriggered(RelayShutdownEvent())
+        }
+        let deadline = ContinuousClock.now + configuration.closeGracePeriod
+        while connectionCount > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        for channel in connections.channels.withLock({ Array($0.values) }) {
+            try? await channel.close()
+        }
+        logger.info("relay listener stopped")
+    }
+}
+
+/// The open connections, so shutdown can close them; each removes itself when it closes.
+final class ConnectionRegistry: Sendable {
+    let channels = Mutex<[ObjectIdentifier: any Channel]>([:])
+
+    func add(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        channels.withLock { $0[id] = channel }
+        channel.closeFuture.whenComplete { _ in
+            _ = self.channels.withLock { $0.removeValue(forKey: id) }
+        }
+    }
+}

@@ -1,0 +1,400 @@
+import Foundation
+public import Logging
+public import PushRelayProtocol
+public import RelayStore
+import SwiftProtobuf
+import Synchronization
+
+/// What the relay does for each request, independent of the connection it came on: authentication,
+/// devices, sends, jobs, deliveries, preferences, mutes and presence, all scoped by the caller's tenant.
+public final class RelayService: Sendable {
+    /// The store every request reads and writes.
+    public let store: RelayStore
+    /// The APNs pools.
+    public let pools: PoolRegistry
+    /// The result streams.
+    public let results: ResultBroadcaster
+    /// The limits of every connection.
+    public let limits: ProtocolLimits
+    let logger: Logger
+    private let tenants: TenantDirectory
+    private let dispatcher: JobDispatcher
+
+    /// A service over `store` sending through `pools`.
+    public init(store: RelayStore, pools: PoolRegistry, limits: ProtocolLimits, logger: Logger) {
+        self.store = store
+        self.pools = pools
+        self.results = ResultBroadcaster()
+        self.limits = limits
+        self.logger = logger
+        self.tenants = TenantDirectory(store: store)
+        self.dispatcher = JobDispatcher(store: store, pools: pools, results: results, logger: logger)
+    }
+
+    /// Checks a HELLO: the credential must belong to the named tenant, which must be enabled.
+    /// Returns the tenant id the connection is bound to.
+    public func authenticate(_ hello: Pushrelay_V1_Hello) async throws(ProtocolError) -> String {
+        let tenantID: String?
+        do {
+            tenantID = try await store.verifyCredential(hello.credential)
+        } catch {
+            throw ProtocolError(error)
+        }
+        guard let tenantID, tenantID == hello.tenant else {
+            throw ProtocolError(.authenticationFailed, "the credential is not valid for tenant '\(hello.tenant)'")
+        }
+        guard let tenant = try await tenants.refresh(tenantID), tenant.enabled else {
+            throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is disabled")
+        }
+        return tenantID
+    }
+
+    /// Answers one request of an authenticated connection of `tenant`: the answer's kind and body.
+    public func handle(_ frame: Frame, tenant tenantID: String) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
+        guard let record = try await tenants.tenant(tenantID), record.enabled else {
+            throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is disabled")
+        }
+        let tenant = record.configuration
+        let answer: any SwiftProtobuf.Message
+        switch frame.kind {
+        case .registerDevice: answer = try await registerDevice(try frame.decode(), tenant: tenant)
+        case .unregisterDevice: answer = try await unregisterDevice(try frame.decode(), tenant: tenantID)
+        case .listDevices: answer = try await listDevices(try frame.decode(), tenant: tenantID)
+        case .send:
+            answer = try await dispatcher.send(
+                try frame.decode(), raw: Array(frame.body.readableBytesView), tenant: tenant, limits: limits
+            )
+        case .jobStatus: answer = try await jobStatus(try frame.decode(), tenant: tenantID)
+        case .queryDeliveries: answer = try await queryDeliveries(try frame.decode(), tenant: tenantID)
+        case .setPreferences: answer = try await setPreferences(try frame.decode(), tenant: tenant)
+        case .getPreferences:
+            answer = try await preferences(
+                of: (try frame.decode() as Pushrelay_V1_GetPreferences).userID, tenant: tenant)
+        case .setMute: answer = try await setMute(try frame.decode(), tenant: tenantID)
+        case .clearMute: answer = try await clearMute(try frame.decode(), tenant: tenantID)
+        case .listMutes: answer = try await listMutes(try frame.decode(), tenant: tenantID)
+        case .setPresence: answer = try await setPresence(try frame.decode(), tenant: tenantID)
+        default:
+            throw ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1")
+        }
+        do {
+            return (frame.kind.answer, try answer.serializedBytes())
+        } catch {
+            throw ProtocolError(.internal, "the answer could not be encoded: \(error)")
+        }
+    }
+
+    /// Waits for the jobs being fanned out to finish (shutdown).
+    public func drain() async {
+        await dispatcher.drain()
+    }
+
+    // MARK: Devices
+
+    private func registerDevice(
+        _ request: Pushrelay_V1_RegisterDevice,
+        tenant: TenantConfiguration
+    ) async throws(ProtocolError) -> Pushrelay_V1_RegisterDeviceResult {
+        try Self.checkID(request.userID, field: "register_device.user_id")
+        guard let environment = request.environment.apns else {
+            throw .invalidArgument("register_device.environment", "environment is PRODUCTION or SANDBOX")
+        }
+        let unknownTopics = request.topics.filter { !tenant.subscriptionTopics.contains($0) }
+        guard unknownTopics.isEmpty else {
+            throw .invalidArgument(
+                "register_device.topics",
+                "\(unknownTopics.joined(separator: ", ")) not among \(tenant.id)'s subscription topics"
+            )
+        }
+        let registration = DeviceRegistration(
+            userID: request.userID, token: request.token, platform: request.platform, environment: environment,
+            deviceID: request.deviceID.nonEmpty, appVersion: request.appVersion.nonEmpty,
+            locale: request.locale.nonEmpty,
+            timeZone: request.timeZone.nonEmpty, topics: request.topics
+        )
+        let result: DeviceRegistrationResult
+        do {
+            result = try await store.registerDevice(tenant: tenant.id, registration: registration, at: Date())
+        } catch {
+            throw ProtocolError(error)
+        }
+        var answer = Pushrelay_V1_RegisterDeviceResult()
+        answer.status = .init(result)
+        answer.previousUserID = result.previousUserID ?? ""
+        answer.replacedToken = result.replacedToken ?? ""
+        answer.device = .init(result.device)
+        return answer
+    }
+
+    private func unregisterDevice(
+        _ request: Pushrelay_V1_UnregisterDevice,
+        tenant: String
+    ) async throws(ProtocolError) -> Pushrelay_V1_UnregisterDeviceResult {
+        var answer = Pushrelay_V1_UnregisterDeviceResult()
+        do {
+            if !request.token.isEmpty {
+                answer.removed = UInt32(try await store.unregisterDevice(tenant: tenant, token: request.token))
+            } else if !request.userID.isEmpty, !request.platform.isEmpty {
+                answer.removed = UInt32(
+                    try await store.unregisterDevices(tenant: tenant, user: request.userID, platform: request.platform)
+                )
+            } else {
+                throw ProtocolError.invalidArgument("unregister_device", "give a token, or a user id and a platform")
+            }
+        } catch let error as ProtocolError {
+            throw error
+        } catch let error as RelayStoreError {
+            throw ProtocolError(error)
+        } catch {
+            throw ProtocolError(.internal, "\(error)")
+        }
+        return answer
+    }
+
+    private func listDevices(
+        _ request: Pushrelay_V1_ListDevices,
+        tenant: String
+    ) async throws(ProtocolError) -> Pushrelay_V1_DeviceList {
+        try Self.checkID(request.userID, field: "list_devices.user_id")
+        do {
+            var answer = Pushrelay_V1_DeviceList()
+            answer.devices = try await store.devices(tenant: tenant, user: request.userID).map(Pushrelay_V1_Device.init)
+            return answer
+        } catch {
+            throw ProtocolError(error)
+        }
+    }
+
+    // MARK: Jobs and deliveries
+
+    private func jobStatus(_ request: Pushrelay_V1_JobStatus, tenant: String) async throws(ProtocolError)
+        -> Pushrelay_V1_Job
+    {
+        let job: JobRecord?
+        do {
+            job = try await store.job(tenant: tenant, id: request.jobID)
+        } catch {
+            throw ProtocolError(error)
+        }
+        guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)") }
+        return Pushrelay_V1_Job(job)
+    }
+
+    private func queryDeliveries(
+        _ request: Pushrelay_V1_QueryDeliveries,
+        tenant: String
+    ) async throws(ProtocolError) -> Pushrelay_V1_DeliveryList {
+        let limit = request.limit == 0 ? 100 : Int(request.limit)
+        guard limit <= 1_000 else { throw .invalidArgument("query_deliveries.limit", "limit is at most 1000") }
+        let filters = [
+            !request.jobID.isEmpty, !request.userID.isEmpty, !request.token.isEmpty,
+            request.fromMs != 0 || request.toMs != 0,
+        ]
+        guard filters.count(where: { $0 }) == 1 else {
+            throw .invalidArgument("query_deliveries", "give exactly one of job_id, user_id, token or from_ms/to_ms")
+        }
+        let rows: [DeliveryRecord]
+        do {
+            if !request.jobID.isEmpty {
+                rows = try await store.deliveries(tenant: tenant, job: request.jobID, limit: limit)
+            } else if !request.userID.isEmpty {
+                rows = try await store.deliveries(tenant: tenant, user: request.userID, limit: limit)
+            } else if !request.token.isEmpty {
+                rows = try await store.deliveries(tenant: tenant, token: request.token, limit: limit)
+            } else {
+                guard request.fromMs < request.toMs else {
+                    throw ProtocolError.invalidArgument("query_deliveries.to_ms", "to_ms must be after from_ms")
+                }
+                rows = try await store.deliveries(
+                    tenant: tenant, from: Date(unixMilliseconds: request.fromMs),
+                    to: Date(unixMilliseconds: request.toMs),
+                    limit: limit
+                )
+            }
+        } catch let error as ProtocolError {
+            throw error
+        } catch let error as RelayStoreError {
+            throw ProtocolError(error)
+        } catch {
+            throw ProtocolError(.internal, "\(error)")
+        }
+        var answer = Pushrelay_V1_DeliveryList()
+        answer.deliveries = rows.map(Pushrelay_V1_Delivery.init)
+        return answer
+    }
+
+    // MARK: Preferences, mutes, presence
+
+    private func setPreferences(
+        _ request: Pushrelay_V1_SetPreferences,
+        tenant: TenantConfiguration
+    ) async throws(ProtocolError) -> Pushrelay_V1_Preferences {
+        try Self.checkID(request.userID, field: "set_preferences.user_id")
+        var settings: [String: Bool] = [:]
+        for preference in request.preferences {
+            guard let type = tenant.notificationTypes[preference.notificationType] else {
+                throw .invalidArgument(
+                    "set_preferences.preferences.notification_type",
+                    "unknown notification type '\(preference.notificationType)'"
+                )
+            }
+            guard preference.enabled || type.optOutAllowed else {
+                throw .invalidArgument(
+                    "set_preferences.preferences.enabled",
+                    "'\(preference.notificationType)' is mandatory and cannot be turned off"
+                )
+            }
+            settings[preference.notificationType] = preference.enabled
+        }
+        do {
+            try await store.setPreferences(tenant: tenant.id, user: request.userID, settings)
+        } catch {
+            throw ProtocolError(error)
+        }
+        return try await preferences(of: request.userID, tenant: tenant)
+    }
+
+    private func preferences(of user: String, tenant: TenantConfiguration) async throws(ProtocolError)
+        -> Pushrelay_V1_Preferences
+    {
+        try Self.checkID(user, field: "get_preferences.user_id")
+        let stored: [String: Bool]
+        do {
+            stored = try await store.preferences(tenant: tenant.id, user: user)
+        } catch {
+            throw ProtocolError(error)
+        }
+        var answer = Pushrelay_V1_Preferences()
+        answer.userID = user
+        answer.preferences = tenant.notificationTypes.sorted { $0.key < $1.key }.map { name, type in
+            var preference = Pushrelay_V1_TypePreference()
+            preference.notificationType = name
+            preference.mandatory = !type.optOutAllowed
+            preference.enabled = type.optOutAllowed ? stored[name] ?? type.defaultEnabled : true
+            return preference
+        }
+        return answer
+    }
+
+    private func setMute(_ request: Pushrelay_V1_SetMute, tenant: String) async throws(ProtocolError)
+        -> Pushrelay_V1_Mute
+    {
+        try Self.checkID(request.userID, field: "set_mute.user_id")
+        let until = request.untilMs == 0 ? nil : Date(unixMilliseconds: request.untilMs)
+        do {
+            let mute = try await store.setMute(
+                tenant: tenant, user: request.userID, threadID: request.threadID.nonEmpty,
+                scope: request.scope.nonEmpty,
+                until: until
+            )
+            return Pushrelay_V1_Mute(mute)
+        } catch {
+            throw ProtocolError(error)
+        }
+    }
+
+    private func clearMute(_ request: Pushrelay_V1_ClearMute, tenant: String) async throws(ProtocolError)
+        -> Pushrelay_V1_ClearMuteResult
+    {
+        try Self.checkID(request.userID, field: "clear_mute.user_id")
+        do {
+            var answer = Pushrelay_V1_ClearMuteResult()
+            answer.removed = UInt32(
+                try await store.clearMute(
+                    tenant: tenant, user: request.userID, threadID: request.threadID.nonEmpty,
+                    scope: request.scope.nonEmpty
+                )
+            )
+            return answer
+        } catch {
+            throw ProtocolError(error)
+        }
+    }
+
+    private func listMutes(_ request: Pushrelay_V1_ListMutes, tenant: String) async throws(ProtocolError)
+        -> Pushrelay_V1_MuteList
+    {
+        try Self.checkID(request.userID, field: "list_mutes.user_id")
+        do {
+            var answer = Pushrelay_V1_MuteList()
+            answer.mutes = try await store.mutes(tenant: tenant, user: request.userID).map(Pushrelay_V1_Mute.init)
+            return answer
+        } catch {
+            throw ProtocolError(error)
+        }
+    }
+
+    private func setPresence(_ request: Pushrelay_V1_SetPresence, tenant: String) async throws(ProtocolError)
+        -> Pushrelay_V1_Presence
+    {
+        try Self.checkID(request.userID, field: "set_presence.user_id")
+        try Self.checkID(request.threadID, field: "set_presence.thread_id")
+        let until = request.seconds == 0 ? nil : Date().addingTimeInterval(Double(request.seconds))
+        do {
+            try await store.setPresence(tenant: tenant, user: request.userID, threadID: request.threadID, until: until)
+        } catch {
+            throw ProtocolError(error)
+        }
+        var answer = Pushrelay_V1_Presence()
+        answer.userID = request.userID
+        answer.threadID = request.threadID
+        answer.untilMs = until?.unixMilliseconds ?? 0
+        return answer
+    }
+
+    private static func checkID(_ id: String, field: String) throws(ProtocolError) {
+        guard !id.isEmpty, id.utf8.count <= SendPlan.maximumIDBytes else {
+            throw .invalidArgument(field, "\(field) must be 1 to \(SendPlan.maximumIDBytes) bytes")
+        }
+    }
+}
+
+extension Pushrelay_V1_RegisterDeviceResult.Status {
+    /// The wire status of a registration's result.
+    init(_ result: DeviceRegistrationResult) {
+        switch result.status {
+        case .created, .updated, .reactivated:
+            if result.previousUserID != nil {
+                self = .moved
+            } else if result.replacedToken != nil {
+                self = .replaced
+            } else {
+                self = result.status == .created ? .created : .updated
+            }
+        case .notReactivatedAfterInvalidation, .ignoredOutdated:
+            self = .stale
+        }
+    }
+}
+
+/// Tenant records, read from the store and kept for a few seconds, so a request does not cost a query
+/// for its tenant's configuration and a `tenant sync` or `disable` still takes effect quickly.
+actor TenantDirectory {
+    private let store: RelayStore
+    private var cache: [String: (record: TenantRecord, readAt: ContinuousClock.Instant)] = [:]
+    private let lifetime: Duration = .seconds(5)
+
+    init(store: RelayStore) {
+        self.store = store
+    }
+
+    /// The tenant's record, at most a few seconds old.
+    func tenant(_ id: String) async throws(ProtocolError) -> TenantRecord? {
+        if let cached = cache[id], ContinuousClock.now - cached.readAt < lifetime { return cached.record }
+        return try await refresh(id)
+    }
+
+    /// The tenant's record read now.
+    func refresh(_ id: String) async throws(ProtocolError) -> TenantRecord? {
+        do {
+            guard let record = try await store.tenant(id: id) else {
+                cache[id] = nil
+                return nil
+            }
+            cache[id] = (record, ContinuousClock.now)
+            return record
+        } catch {
+            throw ProtocolError(error)
+        }
+    }
+}

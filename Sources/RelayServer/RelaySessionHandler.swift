@@ -1,0 +1,456 @@
+import Foundation
+import Logging
+import NIOCore
+import PushRelayProtocol
+import SwiftProtobuf
+
+/// Sent through a connection's pipeline to close it gracefully: GOODBYE, answer what is in flight, close.
+struct RelayShutdownEvent: Sendable {}
+
+/// One backend connection: HELLO first and within a deadline, then pipelined requests answered by
+/// request id in any order, at most `maxInFlight` at once (beyond that the socket is not read), an idle
+/// timeout, the results stream, and graceful close.
+///
+/// All state lives on the channel's event loop; requests run as tasks and come back to the loop.
+final class RelaySessionHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum State: Equatable {
+        case awaitingHello
+        case authenticating
+        case open(tenant: String)
+        /// GOODBYE said or heard: in-flight requests are answered, nothing new is taken.
+        case closing
+        case closed
+    }
+
+    /// Events kept for a subscriber whose socket is not writable; older ones are dropped beyond it.
+    static let maximumQueuedEvents = 10_000
+
+    private let service: RelayService
+    private let configuration: RelayServerConfiguration
+    private var logger: Logger
+    private var state = State.awaitingHello
+    private var parser: FrameParser
+    private var encoder = FrameEncoder()
+    private var inbound: ByteBuffer?
+    private var inFlight: Set<UInt32> = []
+    private var pendingRead = false
+    private var subscriptions: [UInt32: UUID] = [:]
+    private var queuedEvents: [(UInt32, Pushrelay_V1_ResultEvent)] = []
+    private var droppedEvents = 0
+    private var helloTimer: Scheduled<Void>?
+    private var idleTimer: RepeatedTask?
+    private var lastActivity = NIODeadline.now()
+
+    init(service: RelayService, configuration: RelayServerConfiguration, connectionID: String, logger: Logger) {
+        self.service = service
+        self.configuration = configuration
+        self.parser = FrameParser(limits: configuration.limits)
+        var logger = logger
+        logger[metadataKey: "connection"] = "\(connectionID)"
+        self.logger = logger
+    }
+
+    // MARK: Lifecycle
+
+    func channelActive(context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        helloTimer = context.eventLoop.scheduleTask(in: TimeAmount(configuration.helloTimeout)) {
+            let (handler, context) = bound.value
+            guard handler.state == .awaitingHello || handler.state == .authenticating else { return }
+            handler.logger.info("no HELLO within the deadline; closing")
+            handler.close(context: context)
+        }
+        if let idle = configuration.idleTimeout {
+            let timeout = TimeAmount(idle)
+            let interval = max(TimeAmount.milliseconds(100), .nanoseconds(timeout.nanoseconds / 4))
+            idleTimer = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+                let (handler, context) = bound.value
+                guard NIODeadline.now() - handler.lastActivity > timeout, case .open = handler.state else { return }
+                handler.logger.info("idle timeout; closing")
+                handler.beginClose(context: context, reason: "idle timeout")
+            }
+        }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        state = .closed
+        stopTimersAndSubscriptions()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stopTimersAndSubscriptions()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is RelayShutdownEvent {
+            beginClose(context: context, reason: "the relay is shutting down")
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("connection error", metadata: ["error": "\(error)"])
+        close(context: context)
+    }
+
+    // MARK: Reading, with back-pressure
+
+    func read(context: ChannelHandlerContext) {
+        if readingPaused {
+            pendingRead = true
+        } else {
+            context.read()
+        }
+    }
+
+    private var readingPaused: Bool {
+        switch state {
+        case .authenticating, .closing, .closed: true
+        case .awaitingHello, .open: inFlight.count >= configuration.limits.maxInFlight
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        if inbound == nil {
+            inbound = bytes
+        } else {
+            inbound!.writeBuffer(&bytes)
+        }
+        processInbound(context: context)
+    }
+
+    /// Handles buffered frames until none is complete or the connection must wait (authenticating, full).
+    private func processInbound(context: ChannelHandlerContext) {
+        while !readingPaused, var buffer = inbound {
+            inbound = nil  // Keep the buffer uniquely referenced while the parser consumes it.
+            let parsed = parser.next(from: &buffer)
+            inbound = buffer
+            guard let parsed else { break }
+            handle(parsed, context: context)
+        }
+        if let buffer = inbound, buffer.readableBytes == 0 {
+            inbound = nil
+        } else if inbound != nil, inbound!.readerIndex > 65_536 {
+            inbound!.discardReadBytes()
+        }
+        if !readingPaused, pendingRead {
+            pendingRead = false
+            context.read()
+        }
+    }
+
+    private func handle(_ parsed: ParsedFrame, context: ChannelHandlerContext) {
+        switch parsed {
+        case .fatal(let requestID, let error):
+            logger.info("unreadable frame; closing", metadata: ["error": "\(error)"])
+            writeError(error, requestID: requestID, context: context)
+            close(context: context)
+        case .refused(let requestID, _, let error):
+            writeError(error, requestID: requestID, context: context)
+        case .frame(let frame):
+            lastActivity = .now()
+            handle(frame, context: context)
+        }
+    }
+
+    private func handle(_ frame: Frame, context: ChannelHandlerContext) {
+        switch state {
+        case .awaitingHello:
+            if frame.kind == .hello {
+                hello(frame, context: context)
+            } else {
+                writeError(
+                    ProtocolError(.helloRequired, "send HELLO first; kind \(frame.kind) came before it"),
+                    requestID: frame.requestID, context: context
+                )
+            }
+        case .open(let tenant):
+            request(frame, tenant: tenant, context: context)
+        case .closing:
+            writeError(
+                ProtocolError(.shuttingDown, "the connection is closing"), requestID: frame.requestID, context: context
+            )
+        case .authenticating, .closed:
+            break
+        }
+    }
+
+    // MARK: HELLO
+
+    private func hello(_ frame: Frame, context: ChannelHandlerContext) {
+        let hello: Pushrelay_V1_Hello
+        do throws(ProtocolError) {
+            hello = try frame.decode()
+        } catch {
+            writeError(error, requestID: frame.requestID, context: context)
+            return
+        }
+        let version = UInt32(ProtocolLimits.currentVersion)
+        guard hello.minVersion <= version, version <= hello.maxVersion else {
+            writeError(
+                ProtocolError(
+                    .unsupportedVersion,
+                    "the client speaks versions \(hello.minVersion)-\(hello.maxVersion); this relay speaks \(version)"
+                ), requestID: frame.requestID, context: context
+            )
+            close(context: context)
+            return
+        }
+        state = .authenticating
+        let service = self.service
+        let future = context.eventLoop.makeFutureWithTask { () -> Result<String, ProtocolError> in
+            do throws(ProtocolError) {
+                return .success(try await service.authenticate(hello))
+            } catch {
+                return .failure(error)
+            }
+        }
+        future.assumeIsolated().whenSuccess { result in
+            guard self.state == .authenticating else { return }
+            switch result {
+            case .success(let tenant):
+                self.helloTimer?.cancel()
+                self.state = .open(tenant: tenant)
+                self.logger[metadataKey: "tenant"] = "\(tenant)"
+                self.logger.info("authenticated", metadata: ["client": "\(hello.clientName)"])
+                if hello.acceptZstd { self.encoder.compressionThreshold = self.configuration.compressionThreshold }
+                self.write(kind: FrameKind.hello.answer, requestID: frame.requestID, message: self.helloOK(tenant))
+                self.processInbound(context: context)
+            case .failure(let error):
+                self.logger.info("authentication failed", metadata: ["tenant": "\(hello.tenant)"])
+                self.writeError(error, requestID: frame.requestID, context: context)
+                self.close(context: context)
+            }
+        }
+    }
+
+    private func helloOK(_ tenant: String) -> Pushrelay_V1_HelloOk {
+        var ok = Pushrelay_V1_HelloOk()
+        ok.version = UInt32(ProtocolLimits.currentVersion)
+        ok.tenant = tenant
+        ok.connectionID = "\(logger[metadataKey: "connection"] ?? "")"
+        ok.maxFrameBytes = UInt32(configuration.limits.maxFrameBytes)
+        ok.maxDecompressedBytes = UInt32(configuration.limits.maxDecompressedBytes)
+        ok.maxInFlight = UInt32(configuration.limits.maxInFlight)
+        ok.maxRecipients = UInt32(configuration.limits.maxRecipients)
+        ok.idleTimeoutMs = configuration.idleTimeout.map { UInt32(clamping: $0.components.seconds * 1000) } ?? 0
+        ok.server = "pushrelay"
+        return ok
+    }
+
+    // MARK: Requests
+
+    private func request(_ frame: Frame, tenant: String, context: ChannelHandlerContext) {
+        let id = frame.requestID
+        guard id != 0 else {
+            writeError(
+                .invalidArgument("request_id", "request id 0 is reserved for the relay"), requestID: 0, context: context
+            )
+            return
+        }
+        guard !inFlight.contains(id), subscriptions[id] == nil else {
+            writeError(
+                ProtocolError(.duplicateRequestID, "request id \(id) is already in flight"), requestID: id,
+                context: context
+            )
+            return
+        }
+        switch frame.kind {
+        case .hello:
+            writeError(
+                ProtocolError(.alreadyAuthenticated, "this connection already said HELLO"), requestID: id,
+                context: context
+            )
+        case .ping:
+            do throws(ProtocolError) {
+                let ping: Pushrelay_V1_Ping = try frame.decode()
+                var pong = Pushrelay_V1_Pong()
+                pong.nonce = ping.nonce
+                write(kind: FrameKind.ping.answer, requestID: id, message: pong)
+            } catch {
+                writeError(error, requestID: id, context: context)
+            }
+        case .goodbye:
+            beginClose(context: context, reason: nil)
+        case .subscribeResults:
+            subscribe(frame, tenant: tenant, context: context)
+        case .unsubscribeResults:
+            unsubscribe(frame, context: context)
+        case let kind where FrameKind.requests.contains(kind):
+            inFlight.insert(id)
+            let service = self.service
+            let future = context.eventLoop.makeFutureWithTask { () -> Result<(FrameKind, [UInt8]), ProtocolError> in
+                do throws(ProtocolError) {
+                    return .success(try await service.handle(frame, tenant: tenant))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            future.assumeIsolated().whenSuccess { result in
+                self.inFlight.remove(id)
+                guard self.state != .closed else { return }
+                switch result {
+                case .success(let (kind, body)):
+                    self.write(kind: kind, requestID: id, body: body)
+                case .failure(let error):
+                    self.writeError(error, requestID: id, context: context)
+                }
+                if self.state == .closing, self.inFlight.isEmpty {
+                    self.close(context: context)
+                } else {
+                    self.processInbound(context: context)
+                }
+            }
+        default:
+            writeError(
+                ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1"),
+                requestID: id, context: context
+            )
+        }
+    }
+
+    // MARK: Results stream
+
+    private func subscribe(_ frame: Frame, tenant: String, context: ChannelHandlerContext) {
+        let request: Pushrelay_V1_SubscribeResults
+        do throws(ProtocolError) {
+            request = try frame.decode()
+        } catch {
+            writeError(error, requestID: frame.requestID, context: context)
+            return
+        }
+        let requestID = frame.requestID
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let id = service.results.subscribe(tenant: tenant, receipts: request.receipts) { event in
+            bound.eventLoop.execute {
+                let (handler, context) = bound.value
+                handler.deliver(event, requestID: requestID, context: context)
+            }
+        }
+        subscriptions[requestID] = id
+        write(kind: FrameKind.subscribeResults.answer, requestID: requestID, message: Pushrelay_V1_Subscribed())
+    }
+
+    private func unsubscribe(_ frame: Frame, context: ChannelHandlerContext) {
+        do throws(ProtocolError) {
+            let request: Pushrelay_V1_UnsubscribeResults = try frame.decode()
+            guard let id = subscriptions.removeValue(forKey: request.subscriptionRequestID) else {
+                throw ProtocolError(.notFound, "no subscription with request id \(request.subscriptionRequestID)")
+            }
+            service.results.unsubscribe(id)
+            write(
+                kind: FrameKind.unsubscribeResults.answer, requestID: frame.requestID,
+                message: Pushrelay_V1_Subscribed())
+        } catch {
+            writeError(error, requestID: frame.requestID, context: context)
+        }
+    }
+
+    private func deliver(_ event: Pushrelay_V1_ResultEvent, requestID: UInt32, context: ChannelHandlerContext) {
+        guard subscriptions[requestID] != nil, state != .closed else { return }
+        if context.channel.isWritable, queuedEvents.isEmpty {
+            write(kind: .resultEvent, requestID: requestID, message: event)
+            return
+        }
+        if queuedEvents.count >= Self.maximumQueuedEvents {
+            queuedEvents.removeFirst()
+            droppedEvents += 1
+        }
+        queuedEvents.append((requestID, event))
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, !queuedEvents.isEmpty {
+            let events = queuedEvents
+            queuedEvents = []
+            for (requestID, event) in events where subscriptions[requestID] != nil {
+                write(kind: .resultEvent, requestID: requestID, message: event, flush: false)
+            }
+            context.flush()
+            if droppedEvents > 0 {
+                logger.warning("result events dropped for a slow subscriber", metadata: ["dropped": "\(droppedEvents)"])
+                droppedEvents = 0
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Writing and closing
+
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    private func write(kind: FrameKind, requestID: UInt32, message: some SwiftProtobuf.Message, flush: Bool = true) {
+        guard let context, state != .closed else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 64)
+        encoder.encode(kind: kind, requestID: requestID, message: message, into: &buffer)
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        if flush { context.flush() }
+    }
+
+    private func write(kind: FrameKind, requestID: UInt32, body: [UInt8]) {
+        guard let context, state != .closed else { return }
+        var buffer = context.channel.allocator.buffer(capacity: body.count + FrameHeader.size)
+        encoder.encode(kind: kind, requestID: requestID, body: body, into: &buffer)
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+    }
+
+    private func writeError(_ error: ProtocolError, requestID: UInt32, context: ChannelHandlerContext) {
+        write(kind: .error, requestID: requestID, message: error.wireError)
+    }
+
+    /// GOODBYE (when the relay closes) and no new requests; closes once in-flight requests are answered.
+    private func beginClose(context: ChannelHandlerContext, reason: String?) {
+        switch state {
+        case .closed, .closing:
+            return
+        case .awaitingHello, .authenticating:
+            close(context: context)
+            return
+        case .open:
+            if let reason {
+                var goodbye = Pushrelay_V1_Goodbye()
+                goodbye.reason = reason
+                write(kind: .goodbye, requestID: 0, message: goodbye)
+            }
+            state = .closing
+            if inFlight.isEmpty { close(context: context) }
+        }
+    }
+
+    private func close(context: ChannelHandlerContext) {
+        guard state != .closed else { return }
+        state = .closed
+        stopTimersAndSubscriptions()
+        context.close(promise: nil)
+    }
+
+    private func stopTimersAndSubscriptions() {
+        helloTimer?.cancel()
+        helloTimer = nil
+        idleTimer?.cancel()
+        idleTimer = nil
+        for id in subscriptions.values { service.results.unsubscribe(id) }
+        subscriptions = [:]
+        queuedEvents = []
+    }
+}
+
+extension TimeAmount {
+    /// A NIO time amount from a Swift duration.
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

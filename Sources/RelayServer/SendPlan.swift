@@ -1,0 +1,202 @@
+import APNs
+import Foundation
+import NIOCore
+import PushRelayProtocol
+import RelayStore
+
+/// A SEND request checked against the tenant's configuration, with its payload encoded once for every
+/// device of the job.
+struct SendPlan: Sendable {
+    /// Whom the notification goes to.
+    enum Audience: Sendable, Hashable {
+        case users([String])
+        case tokens([String])
+        case topic(String)
+    }
+
+    var notificationType: String
+    var audience: Audience
+    var excludedUsers: Set<String>
+    var bundleID: String
+    var pushType: APNsPushType
+    var priority: APNsPriority
+    /// `apns-expiration` relative to sending, in seconds; `nil` sends no header.
+    var expirationSeconds: Int64?
+    /// An absolute `apns-expiration` from the request, Unix seconds.
+    var absoluteExpiration: Int64?
+    var collapseID: String?
+    var payload: ByteBuffer
+    var environments: Set<APNsEnvironment>
+
+    /// The `apns-expiration` for a notification sent at `now`.
+    func expiration(now: Date) -> Int64? {
+        if let absoluteExpiration { return absoluteExpiration }
+        guard let expirationSeconds else { return nil }
+        return expirationSeconds == 0 ? 0 : Int64(now.timeIntervalSince1970) + expirationSeconds
+    }
+
+    /// Longest id (user id, scope, thread id, idempotency key) accepted, in bytes.
+    static let maximumIDBytes = 200
+
+    /// Checks `request` against `tenant` and `limits` and encodes its payload.
+    init(_ request: Pushrelay_V1_Send, tenant: TenantConfiguration, limits: ProtocolLimits) throws(ProtocolError) {
+        guard let type = tenant.notificationTypes[request.notificationType] else {
+            let known = tenant.notificationTypes.keys.sorted().joined(separator: ", ")
+            throw .invalidArgument(
+                "send.notification_type",
+                "unknown notification type '\(request.notificationType)' for \(tenant.id); known: \(known)"
+            )
+        }
+        notificationType = request.notificationType
+        let audiences = [!request.userIds.isEmpty, !request.tokens.isEmpty, !request.topic.isEmpty].count { $0 }
+        guard audiences == 1 else {
+            throw .invalidArgument("send", "name exactly one audience: user_ids, tokens or topic")
+        }
+        let recipients = request.userIds.count + request.tokens.count
+        guard recipients <= limits.maxRecipients else {
+            throw ProtocolError(
+                .tooManyRecipients,
+                "the send names \(recipients) recipients; at most \(limits.maxRecipients) are allowed"
+            )
+        }
+        for id in request.userIds + request.excludeUserIds where id.isEmpty || id.utf8.count > Self.maximumIDBytes {
+            throw .invalidArgument("send.user_ids", "user ids are 1 to \(Self.maximumIDBytes) bytes")
+        }
+        if !request.userIds.isEmpty {
+            audience = .users(request.userIds)
+        } else if !request.tokens.isEmpty {
+            var tokens: [String] = []
+            for target in request.tokens {
+                do {
+                    try APNsNotification.validateDeviceToken(target.token)
+                } catch {
+                    throw .invalidArgument("send.tokens", "token '\(target.token.prefix(12))…': \(error)")
+                }
+                tokens.append(target.token.lowercased())
+            }
+            audience = .tokens(tokens)
+        } else {
+            guard tenant.subscriptionTopics.contains(request.topic) else {
+                throw .invalidArgument(
+                    "send.topic", "'\(request.topic)' is not one of \(tenant.id)'s subscription topics"
+                )
+            }
+            audience = .topic(request.topic)
+        }
+        excludedUsers = Set(request.excludeUserIds)
+        bundleID = type.bundleID
+        pushType = type.pushType
+        environments = Set(tenant.bundleIDs[type.bundleID]?.environments ?? [])
+        let priorityValue = request.hasPriority ? Int(request.priority) : type.priority
+        guard let priority = APNsPriority(rawValue: priorityValue) else {
+            throw .invalidArgument("send.priority", "priority is 10, 5 or 1, not \(priorityValue)")
+        }
+        self.priority = priority
+        expirationSeconds = type.expiration.map(Int64.init)
+        absoluteExpiration = request.hasExpiration ? request.expiration : nil
+        if request.collapseID.utf8.count > 64 {
+            throw .invalidArgument("send.collapse_id", "apns-collapse-id is at most 64 bytes")
+        }
+        collapseID = request.collapseID.isEmpty ? nil : request.collapseID
+        payload = ByteBuffer(bytes: try Self.payload(request, type: type))
+        let check = APNsNotification(
+            deviceToken: String(repeating: "0", count: 64), bundleID: bundleID, pushType: pushType, priority: priority,
+            expiration: absoluteExpiration, collapseID: collapseID, payload: payload
+        )
+        do {
+            try check.validate()
+        } catch {
+            throw .invalidArgument("send", "the notification is not valid for APNs: \(error)")
+        }
+    }
+
+    private static func payload(
+        _ request: Pushrelay_V1_Send,
+        type: TenantConfiguration.NotificationType
+    ) throws(ProtocolError) -> [UInt8] {
+        var aps = APNsPayload.APS()
+        if request.hasAlert {
+            let alert = request.alert
+            aps.alert = .fields(
+                .init(
+                    title: alert.title.nonEmpty, subtitle: alert.subtitle.nonEmpty, body: alert.body.nonEmpty,
+                    launchImage: alert.launchImage.nonEmpty, titleLocKey: alert.titleLocKey.nonEmpty,
+                    titleLocArgs: alert.titleLocArgs.nonEmpty, subtitleLocKey: alert.subtitleLocKey.nonEmpty,
+                    subtitleLocArgs: alert.subtitleLocArgs.nonEmpty, locKey: alert.locKey.nonEmpty,
+                    locArgs: alert.locArgs.nonEmpty
+                )
+            )
+        }
+        if request.hasBadge { aps.badge = Int(request.badge) }
+        if !request.sound.isEmpty { aps.sound = .named(request.sound) }
+        if let threadID = request.threadID.nonEmpty {
+            aps.threadID = threadID
+        } else if let template = type.threadID {
+            aps.threadID = try fill(template, values: request.templateValues, field: "thread_id")
+        }
+        if let category = request.category.nonEmpty {
+            aps.category = category
+        } else if let template = type.category {
+            aps.category = try fill(template, values: request.templateValues, field: "category")
+        }
+        if request.contentAvailable { aps.contentAvailable = true }
+        if request.mutableContent { aps.mutableContent = true }
+        if !request.interruptionLevel.isEmpty {
+            guard let level = APNsPayload.InterruptionLevel(rawValue: request.interruptionLevel) else {
+                throw .invalidArgument(
+                    "send.interruption_level",
+                    "'\(request.interruptionLevel)' is not passive, active, time-sensitive or critical"
+                )
+            }
+            aps.interruptionLevel = level
+        } else {
+            aps.interruptionLevel = type.interruptionLevel
+        }
+        if request.hasRelevanceScore { aps.relevanceScore = request.relevanceScore }
+        var custom: [String: JSONValue] = [:]
+        if !request.customJson.isEmpty {
+            guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(request.customJson.utf8))
+            else {
+                throw .invalidArgument("send.custom_json", "custom_json must be a JSON object")
+            }
+            guard object["aps"] == nil else {
+                throw .invalidArgument("send.custom_json", "custom_json may not set \"aps\"; use the send's fields")
+            }
+            custom = object
+        }
+        do {
+            return try APNsPayload(aps: aps, custom: custom).jsonBytes()
+        } catch {
+            throw .invalidArgument("send", "the payload cannot be encoded: \(error)")
+        }
+    }
+
+    /// Fills `{name}` placeholders of `template` from `values`.
+    static func fill(_ template: String, values: [String: String], field: String) throws(ProtocolError) -> String {
+        var output = ""
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{") {
+            output += rest[..<open]
+            guard let close = rest[open...].firstIndex(of: "}") else { break }
+            let name = String(rest[rest.index(after: open)..<close])
+            guard let value = values[name] else {
+                throw .invalidArgument(
+                    "send.template_values.\(name)", "the \(field) template '\(template)' needs a value for '\(name)'"
+                )
+            }
+            output += value
+            rest = rest[rest.index(after: close)...]
+        }
+        return output + rest
+    }
+}
+
+extension String {
+    /// The string, or `nil` when it is empty.
+    var nonEmpty: String? { isEmpty ? nil : self }
+}
+
+extension Array where Element == String {
+    /// The array, or `nil` when it is empty.
+    var nonEmpty: [String]? { isEmpty ? nil : self }
+}

@@ -1,0 +1,264 @@
+import APNs
+import APNsSimulator
+import ArgumentParser
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import PushRelayProtocol
+import RelayServer
+import RelayStore
+
+/// `pushrelay serve`: the relay. Migrates the database, applies the tenant files, warms the APNs pools,
+/// follows key changes, and serves the wire protocol until SIGTERM or SIGINT, then shuts down gracefully.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the relay: the wire protocol on TCP, APNs pools, deliveries recorded in PostgreSQL.",
+        discussion: """
+            The database is --database-url, PUSHRELAY_DATABASE_URL, or the embedded cluster in --data-dir; it is \
+            migrated at start. Tenant files in --tenants are applied at start. Signing keys are read from the \
+            database and unsealed with the master key (--master-key-file or PUSHRELAY_MASTER_KEY); a key change \
+            (`pushrelay admin key ...`) rebuilds that tenant's pools without a restart.
+
+            With --apns-simulator the relay starts the APNs simulator in-process and sends there: tenants \
+            without a stored key get an ephemeral one. Without it, it sends to Apple (production and sandbox).
+
+            SIGTERM or SIGINT: stop accepting, say GOODBYE, answer in-flight requests, finish running fan-outs, \
+            close the pools.
+            """
+    )
+
+    @Option(help: "host:port to listen on (port 0 picks a free one).")
+    var listen = "127.0.0.1:7411"
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "Folder of tenant files applied at start; \"\" applies none.")
+    var tenants = "Tenants"
+    @Option(help: "File holding the master key that unseals signing keys (default: PUSHRELAY_MASTER_KEY).")
+    var masterKeyFile: String?
+    @Flag(help: "Send to an in-process APNs simulator instead of Apple.")
+    var apnsSimulator = false
+    @Option(help: "Folder for the simulator's CA.")
+    var simDir = ".pushrelay/apns-sim"
+    @Option(help: "Send to this APNs host:port instead of Apple's (with --apns-ca).")
+    var apnsEndpoint: String?
+    @Option(help: "CA file to trust for --apns-endpoint.")
+    var apnsCA: String?
+    @Option(help: "HTTP/2 connections per APNs pool (one pool per tenant and environment).")
+    var connectionsPerPool = 2
+    @Option(help: "TLS certificate chain (PEM) for the listener.")
+    var tlsCert: String?
+    @Option(help: "TLS private key (PEM) for the listener.")
+    var tlsKey: String?
+    @Option(help: "CA (PEM) whose client certificates are required on the listener.")
+    var tlsClientCA: String?
+    @Option(help: "Largest frame body accepted, in bytes.")
+    var maxFrameBytes = 1_048_576
+    @Option(help: "Largest body after zstd decompression, in bytes.")
+    var maxDecompressedBytes = 4_194_304
+    @Option(help: "Requests in flight per connection before the relay stops reading it.")
+    var maxInFlight = 128
+    @Option(help: "Most recipients per send.")
+    var maxRecipients = 10_000
+    @Option(help: "Seconds without a client frame before a connection is closed (0: never).")
+    var idleTimeout = 300
+    @Option(help: "Days of delivery rows kept; older daily partitions are dropped hourly.")
+    var retentionDays = 30
+    @Option(help: "Write host:port here once the relay accepts connections.")
+    var readyFile: String?
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel = "info"
+
+    func run() async throws {
+        var configuredLogger = Logger(label: "pushrelay")
+        configuredLogger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let logger = configuredLogger
+        let serverConfiguration = try makeServerConfiguration()
+        let folder = tenants
+        let masterKey = try Self.loadMasterKey(file: masterKeyFile)
+        if masterKey == nil {
+            logger.notice("no master key: stored signing keys cannot be used until one is given")
+        }
+        let options = self
+        try await database.withStore { store in
+            if !folder.isEmpty {
+                let report = try await store.syncTenants(try TenantConfiguration.loadFolder(folder))
+                logger.info(
+                    "tenants applied",
+                    metadata: [
+                        "created": "\(report.created.count)", "updated": "\(report.updated.count)",
+                        "unchanged": "\(report.unchanged.count)",
+                    ]
+                )
+            }
+            try await options.serve(
+                store: store, masterKey: masterKey, serverConfiguration: serverConfiguration, logger: logger
+            )
+        }
+    }
+
+    private func serve(
+        store: RelayStore,
+        masterKey: MasterKey?,
+        serverConfiguration: RelayServerConfiguration,
+        logger: Logger
+    ) async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let records = try await store.listTenants().filter(\.enabled)
+        var simulator: APNsSimulator?
+        var target = APNsTarget(connectionsPerPool: connectionsPerPool)
+        if apnsSimulator {
+            let (started, simulatorTarget) = try await startSimulator(
+                tenants: records, store: store, masterKey: masterKey, group: group, logger: logger
+            )
+            simulator = started
+            target = simulatorTarget
+        } else if let apnsEndpoint {
+            guard let endpoint = APNsEndpoint(parsing: apnsEndpoint) else {
+                throw Failure(message: "--apns-endpoint must be host:port, not \(apnsEndpoint)")
+            }
+            target.endpointOverride = endpoint
+            target.caFile = apnsCA
+        }
+        let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
+        let service = RelayService(store: store, pools: pools, limits: serverConfiguration.limits, logger: logger)
+        await pools.warm(
+            records.flatMap { record in
+                Set(record.configuration.bundleIDs.values.flatMap(\.environments)).sorted { $0.rawValue < $1.rawValue }
+                    .map { (tenant: record.id, environment: $0) }
+            }
+        )
+        let keyChanges = Task { await pools.followKeyChanges() }
+        let retentionDays = self.retentionDays
+        let maintenance = Task {
+            while !Task.isCancelled {
+                do {
+                    let report = try await store.maintain(retentionDays: retentionDays)
+                    logger.info("maintenance done", metadata: ["report": "\(report)"])
+                } catch {
+                    logger.warning("maintenance failed", metadata: ["error": "\(error)"])
+                }
+                try? await Task.sleep(for: .seconds(3_600))
+            }
+        }
+        let server = try await RelayServer.start(
+            configuration: serverConfiguration, service: service, group: group, logger: logger
+        )
+        let address = "\(server.host):\(server.port)"
+        print("pushrelay: listening on \(address)")
+        if let readyFile {
+            try Data(address.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
+        }
+        let signal = await ShutdownSignal.wait()
+        logger.info("shutting down", metadata: ["signal": "\(signal)"])
+        await server.shutdown()
+        await service.drain()
+        keyChanges.cancel()
+        maintenance.cancel()
+        await pools.shutdown()
+        try? await simulator?.shutdown()
+        try await group.shutdownGracefully()
+        print("pushrelay: stopped")
+    }
+
+    /// Starts the in-process simulator, trusting every stored key of the tenants (when the master key opens
+    /// them) and an ephemeral key for each tenant.
+    private func startSimulator(
+        tenants: [TenantRecord],
+        store: RelayStore,
+        masterKey: MasterKey?,
+        group: any EventLoopGroup,
+        logger: Logger
+    ) async throws -> (APNsSimulator, APNsTarget) {
+        var configuration = APNsSimulatorConfiguration(certificateDirectory: simDir)
+        var fallbackKeys: [String: APNsSigningKey] = [:]
+        for record in tenants {
+            let key = try APNsSigningKey(
+                privateKey: P256.Signing.PrivateKey(), keyID: Self.appleID(prefix: "SIMK", record.id),
+                teamID: Self.appleID(prefix: "SIMT", record.id)
+            )
+            fallbackKeys[record.id] = key
+            configuration.keys.append(APNsSimulatorKey(key))
+            configuration.topics.append(contentsOf: record.configuration.bundleIDs.keys)
+            if let masterKey, let stored = try? await store.loadSigningKeys(tenant: record.id, masterKey: masterKey) {
+                configuration.keys.append(contentsOf: stored.map { APNsSimulatorKey($0.key) })
+            }
+        }
+        let simulator = try await APNsSimulator.start(configuration: configuration, group: group.next())
+        logger.info("APNs simulator started", metadata: ["port": "\(simulator.port)", "ca": "\(simulator.caFile)"])
+        let target = APNsTarget(
+            endpointOverride: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
+            connectionsPerPool: connectionsPerPool, fallbackKeys: fallbackKeys
+        )
+        return (simulator, target)
+    }
+
+    /// A 10-character id of A-Z and 0-9, as Apple's key and team ids are: `prefix` and the tenant's letters.
+    private static func appleID(prefix: String, _ tenant: String) -> String {
+        let letters = tenant.uppercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber) }
+        return String((prefix + letters + "0000000000").prefix(10))
+    }
+
+    /// The master key from the file or the environment; `nil` when neither gives one.
+    private static func loadMasterKey(file: String?) throws -> MasterKey? {
+        do {
+            return try MasterKey.load(file: file)
+        } catch {
+            if case .missingMasterKey = error { return nil }
+            throw Failure(message: error.description)
+        }
+    }
+
+    private func makeServerConfiguration() throws -> RelayServerConfiguration {
+        guard let endpoint = RelayAddress(listen) else {
+            throw Failure(message: "--listen must be host:port, not \(listen)")
+        }
+        var configuration = RelayServerConfiguration(
+            host: endpoint.host, port: endpoint.port,
+            limits: ProtocolLimits(
+                maxFrameBytes: maxFrameBytes, maxDecompressedBytes: maxDecompressedBytes, maxInFlight: maxInFlight,
+                maxRecipients: maxRecipients
+            ),
+            idleTimeout: idleTimeout == 0 ? nil : .seconds(idleTimeout)
+        )
+        switch (tlsCert, tlsKey) {
+        case (nil, nil):
+            guard tlsClientCA == nil else { throw Failure(message: "--tls-client-ca needs --tls-cert and --tls-key") }
+        case (let cert?, let key?):
+            var tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+            )
+            if let tlsClientCA {
+                tls.certificateVerification = .noHostnameVerification
+                tls.trustRoots = .file(tlsClientCA)
+            }
+            configuration.tls = tls
+        default:
+            throw Failure(message: "give both --tls-cert and --tls-key")
+        }
+        return configuration
+    }
+}
+
+/// Waits for SIGTERM or SIGINT.
+enum ShutdownSignal {
+    /// Returns the name of the first of SIGTERM or SIGINT to arrive.
+    static func wait() async -> String {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        var sources: [any DispatchSourceSignal] = []
+        for (number, name) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(name) }
+            source.resume()
+            sources.append(source)
+        }
+        var iterator = stream.makeAsyncIterator()
+        let name = await iterator.next() ?? "end"
+        for source in sources { source.cancel() }
+        return name
+    }
+}
