@@ -504,4 +504,4 @@ def test_compressed_request() -> None:
         frame = raw.frame()
         assert (frame.kind, frame.request_id) == (Kind.SEND_OK, 2)
         assert isinstance(frame.message, pb.SendResult)
-        assert [o.outcome for o in frame.message.outcomes] == ["no_device"]
+        assert [(o.outcome, o.reason) for o in frame.message.outcomes] == [("skipped", "no_device")]
