@@ -162,6 +162,14 @@ def run(test: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(test(), 30))
 
 
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait until ``condition()`` holds (polling), failing after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
 async def connect(relay: FakeRelay, **options: Any) -> AsyncRelayClient:
     return await AsyncRelayClient.connect("127.0.0.1", relay.port, "circl", CREDENTIAL, **options)
 
@@ -239,8 +247,7 @@ def test_reconnects_between_requests(relay: FakeRelay) -> None:
         client = await connect(relay)
         await client.ping()
         relay.drop_all()
-        await asyncio.sleep(0.2)
-        assert not client.connected
+        await until(lambda: not client.connected)
         await client.ping()
         assert relay.connections == 2
         await client.close()
@@ -252,7 +259,7 @@ def test_reconnect_backs_off_until_the_relay_is_back(relay: FakeRelay) -> None:
     async def test() -> None:
         client = await connect(relay, reconnect_attempts=4)
         relay.stop_listening()
-        await asyncio.sleep(0.2)
+        await until(lambda: not client.connected)
         loop = asyncio.get_running_loop()
         loop.call_later(0.3, relay.start_listening)
         started = loop.time()
@@ -267,7 +274,7 @@ def test_gives_up_after_the_attempts(relay: FakeRelay) -> None:
     async def test() -> None:
         client = await connect(relay, reconnect_attempts=2)
         relay.stop_listening()
-        await asyncio.sleep(0.2)
+        await until(lambda: not client.connected)
         with pytest.raises(ConnectionClosed):
             await client.ping()
         await client.close()
@@ -336,8 +343,7 @@ def test_results_stream_ends_with_the_connection(relay: FakeRelay) -> None:
 def test_keepalive_pings_a_quiet_connection(relay: FakeRelay) -> None:
     async def test() -> None:
         client = await connect(relay, keepalive_interval=0.2)
-        await asyncio.sleep(0.7)
-        assert relay.kinds().count(Kind.PING) >= 2
+        await until(lambda: relay.kinds().count(Kind.PING) >= 2)
         assert client.connected
         await client.close()
 
@@ -348,8 +354,7 @@ def test_keepalive_drops_a_silent_relay(relay: FakeRelay) -> None:
     async def test() -> None:
         client = await connect(relay, keepalive_interval=0.2)
         relay.silent = True
-        await asyncio.sleep(0.8)
-        assert not client.connected
+        await until(lambda: not client.connected)
         relay.silent = False
         await client.ping()  # a new connection
         assert relay.connections == 2
