@@ -1,0 +1,182 @@
+import APNs
+import APNsSimulator
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PushRelayClient
+import PushRelayProtocol
+import RelayServer
+import RelayStore
+import Testing
+
+/// A logger that drops everything.
+let quietLogger = Logger(label: "relayserver-tests") { _ in SwiftLogNoOpLogHandler() }
+
+/// The repository's Tenants/ folder.
+let tenantsFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("Tenants").path
+
+/// A whole relay for one test: an embedded PostgreSQL in a fresh folder with the repository's tenants, the
+/// APNs simulator (recording requests), the pools, the service and the TCP server on a free port, and a
+/// credential for circl and for familyportal.
+struct RelayHarness: Sendable {
+    /// A token the simulator answers with 410 Unregistered and Apple's timestamp.
+    static let deadToken = String(repeating: "de", count: 32)
+    /// The timestamp the simulator gives for ``deadToken``: a minute after the tests start, so the tests'
+    /// registrations are older than APNs' verdict (a registration newer than it keeps the token active).
+    static let deadTokenTimestamp = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+
+    let store: RelayStore
+    let simulator: APNsSimulator
+    let server: RelayServer
+    let service: RelayService
+    let pools: PoolRegistry
+    let group: any EventLoopGroup
+    let credentials: [String: String]
+
+    /// Runs `body` with a fresh relay, then shuts everything down.
+    static func with(
+        configure: (inout RelayServerConfiguration) -> Void = { _ in },
+        _ body: @Sendable (RelayHarness) async throws -> Void
+    ) async throws {
+        var configuration = RelayServerConfiguration(port: 0)
+        configure(&configuration)
+        let serverConfiguration = configuration
+        let folder = "/tmp/relayserver-tests-\(UUID().uuidString.prefix(13))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let postgres = EmbeddedPostgres(dataFolder: folder + "/pg", logger: quietLogger)
+        try await postgres.start()
+        do {
+            let endpoint = try #require(await postgres.endpoint)
+            try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) { store in
+                try await store.migrate()
+                try await run(store: store, folder: folder, configuration: serverConfiguration, body)
+            }
+            try await postgres.stop()
+        } catch {
+            try? await postgres.stop()
+            throw error
+        }
+    }
+
+    private static func run(
+        store: RelayStore,
+        folder: String,
+        configuration: RelayServerConfiguration,
+        _ body: @Sendable (RelayHarness) async throws -> Void
+    ) async throws {
+        let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
+        _ = try await store.syncTenants(tenants)
+        var credentials: [String: String] = [:]
+        for tenant in ["circl", "familyportal"] {
+            credentials[tenant] = try await store.issueCredential(tenant: tenant, name: "tests").secret
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        var simulatorConfiguration = APNsSimulatorConfiguration(certificateDirectory: folder + "/sim")
+        simulatorConfiguration.recordRequests = true
+        simulatorConfiguration.faults.unregisteredTokens = [deadToken: deadTokenTimestamp]
+        var keys: [String: APNsSigningKey] = [:]
+        for (index, tenant) in tenants.enumerated() {
+            let key = try APNsSigningKey(
+                privateKey: P256.Signing.PrivateKey(), keyID: "TESTKEY00\(index)", teamID: "TESTTEAM0\(index)"
+            )
+            keys[tenant.id] = key
+            simulatorConfiguration.keys.append(APNsSimulatorKey(key))
+            simulatorConfiguration.topics.append(contentsOf: tenant.bundleIDs.keys)
+        }
+        let simulator = try await APNsSimulator.start(configuration: simulatorConfiguration, group: group.next())
+        let target = APNsTarget(
+            endpointOverride: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
+            connectionsPerPool: 1, fallbackKeys: keys
+        )
+        let pools = PoolRegistry(store: store, masterKey: nil, target: target, group: group, logger: quietLogger)
+        let service = RelayService(store: store, pools: pools, limits: configuration.limits, logger: quietLogger)
+        let server = try await RelayServer.start(
+            configuration: configuration, service: service, group: group, logger: quietLogger
+        )
+        let harness = RelayHarness(
+            store: store, simulator: simulator, server: server, service: service, pools: pools, group: group,
+            credentials: credentials
+        )
+        do {
+            try await body(harness)
+        } catch {
+            await harness.shutdown()
+            throw error
+        }
+        await harness.shutdown()
+    }
+
+    private func shutdown() async {
+        await server.shutdown()
+        await service.drain()
+        await pools.shutdown(gracePeriod: .zero)
+        try? await simulator.shutdown()
+        try? await group.shutdownGracefully()
+    }
+
+    /// A client of `tenant` connected to this relay.
+    func client(_ tenant: String, credential: String? = nil) -> PushRelayClient {
+        PushRelayClient(
+            configuration: .init(
+                host: "127.0.0.1", port: server.port, tenant: tenant,
+                credential: credential ?? credentials[tenant] ?? "", reconnect: false
+            ),
+            group: group
+        )
+    }
+}
+
+/// A random 64-hex-digit device token.
+func randomToken() -> String {
+    (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+}
+
+/// A device registration for circl's or familyportal's app.
+func registration(
+    user: String,
+    token: String,
+    environment: Pushrelay_V1_Environment = .production,
+    topics: [String] = []
+) -> Pushrelay_V1_RegisterDevice {
+    var request = Pushrelay_V1_RegisterDevice()
+    request.userID = user
+    request.token = token
+    request.platform = "ios"
+    request.environment = environment
+    request.timeZone = "Europe/Zurich"
+    request.topics = topics
+    return request
+}
+
+/// A circl chat message to `users` with the thread-id template's values.
+func circlMessage(to users: [String], excluding: [String] = [], wait: Bool = true) -> Pushrelay_V1_Send {
+    var send = Pushrelay_V1_Send()
+    send.notificationType = "message"
+    send.userIds = users
+    send.excludeUserIds = excluding
+    send.templateValues = ["circle_id": "7", "channel_id": "3"]
+    var alert = Pushrelay_V1_Alert()
+    alert.title = "Ada"
+    alert.body = "See you at 8"
+    send.alert = alert
+    send.customJson = #"{"type":"message","circle_id":7}"#
+    send.wait = wait
+    return send
+}
+
+/// The error code a call failed with, or `nil` when it succeeded.
+func errorCode(_ call: () async throws -> some Any) async -> Pushrelay_V1_ErrorCode? {
+    do {
+        _ = try await call()
+        return nil
+    } catch let error as PushRelayClientError {
+        if case .relay(let error) = error { return error.code }
+        return .unspecified
+    } catch {
+        return .unspecified
+    }
+}
