@@ -165,5 +165,91 @@ extension Migration {
                 """,
             ]
         ),
+        Migration(
+            version: 4,
+            name: "jobs_and_user_policy",
+            statements: [
+                """
+                CREATE TABLE jobs (
+                    id uuid PRIMARY KEY,
+                    tenant_id text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+                    notification_type text NOT NULL,
+                    state text NOT NULL CHECK (
+                        state IN ('accepted', 'scheduled', 'running', 'completed', 'failed', 'cancelled')
+                    ),
+                    idempotency_key text,
+                    request bytea NOT NULL,
+                    send_at timestamptz,
+                    devices integer NOT NULL DEFAULT 0 CHECK (devices >= 0),
+                    delivered integer NOT NULL DEFAULT 0 CHECK (delivered >= 0),
+                    failed integer NOT NULL DEFAULT 0 CHECK (failed >= 0),
+                    skipped integer NOT NULL DEFAULT 0 CHECK (skipped >= 0),
+                    error text,
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    updated_at timestamptz NOT NULL DEFAULT now(),
+                    finished_at timestamptz,
+                    CONSTRAINT jobs_finished_when_final CHECK (
+                        (finished_at IS NOT NULL) = (state IN ('completed', 'failed', 'cancelled'))
+                    )
+                )
+                """,
+                // A key is unique per tenant while it is set; keys older than the idempotency window are
+                // cleared (by the next job that reuses the key, or by maintenance), which frees them.
+                """
+                CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (tenant_id, idempotency_key)
+                WHERE idempotency_key IS NOT NULL
+                """,
+                "CREATE INDEX jobs_idempotency_age ON jobs (created_at) WHERE idempotency_key IS NOT NULL",
+                "CREATE INDEX jobs_tenant_created ON jobs (tenant_id, created_at)",
+                "CREATE INDEX jobs_unfinished ON jobs (state, send_at) WHERE finished_at IS NULL",
+                "CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL",
+                """
+                CREATE TABLE preferences (
+                    tenant_id text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+                    user_id text NOT NULL,
+                    notification_type text NOT NULL,
+                    enabled boolean NOT NULL,
+                    updated_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (tenant_id, user_id, notification_type)
+                )
+                """,
+                """
+                CREATE TABLE mutes (
+                    tenant_id text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+                    user_id text NOT NULL,
+                    kind text NOT NULL CHECK (kind IN ('thread', 'scope')),
+                    value text NOT NULL,
+                    until timestamptz,
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    updated_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (tenant_id, user_id, kind, value)
+                )
+                """,
+                "CREATE INDEX mutes_until ON mutes (until) WHERE until IS NOT NULL",
+                """
+                CREATE TABLE presence (
+                    tenant_id text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+                    user_id text NOT NULL,
+                    thread_id text NOT NULL,
+                    until timestamptz NOT NULL,
+                    updated_at timestamptz NOT NULL DEFAULT now(),
+                    PRIMARY KEY (tenant_id, user_id, thread_id)
+                )
+                """,
+                "CREATE INDEX presence_until ON presence (until)",
+                // Apple's latest invalidation timestamp per token, kept after the device row is deleted or
+                // replaced, so that a registration older than it does not bring the token back.
+                """
+                CREATE TABLE dead_tokens (
+                    tenant_id text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+                    token text NOT NULL CHECK (token ~ '^[0-9a-f]+$'),
+                    invalidated_at timestamptz NOT NULL,
+                    PRIMARY KEY (tenant_id, token)
+                )
+                """,
+                "CREATE INDEX dead_tokens_invalidated ON dead_tokens (invalidated_at)",
+                "CREATE INDEX devices_topics ON devices USING gin (topics)",
+            ]
+        ),
     ]
 }

@@ -47,6 +47,11 @@ public enum RelayStoreError: Error, CustomStringConvertible {
     case invalidDeviceRegistration(reason: String)
     /// A batch of delivery records was refused before it reached the database; `reason` says why.
     case invalidDeliveries(reason: String)
+    /// An argument was refused before it reached the database (a mute naming both a thread and a scope, a
+    /// negative count…); the message says which and why. Nothing was stored.
+    case invalidArgument(String)
+    /// Tenant `tenant` has no job `id`.
+    case unknownJob(tenant: String, id: String)
 
     /// A one-line explanation of the failure, suitable for an operator.
     public var description: String {
@@ -97,6 +102,10 @@ public enum RelayStoreError: Error, CustomStringConvertible {
             return "device registration refused: \(reason)"
         case .invalidDeliveries(let reason):
             return "delivery records refused: \(reason)"
+        case .invalidArgument(let message):
+            return "invalid argument: \(message)"
+        case .unknownJob(let tenant, let id):
+            return "tenant \"\(tenant)\" has no job \"\(id)\""
         }
     }
 }

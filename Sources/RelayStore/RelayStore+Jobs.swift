@@ -1,0 +1,323 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// Where a job is in its life, as stored in `jobs.state`.
+public enum JobState: String, Sendable, Hashable, CaseIterable {
+    /// Committed; the fan-out has not started yet.
+    case accepted
+    /// Committed with a `send_at` in the future; it waits for that time.
+    case scheduled
+    /// The fan-out is under way.
+    case running
+    /// Every device has its outcome.
+    case completed
+    /// The job gave up; ``JobRecord/error`` says why.
+    case failed
+    /// The job was cancelled before it finished.
+    case cancelled
+
+    /// Whether the job is over: ``completed``, ``failed`` or ``cancelled``. A finished job keeps its state.
+    public var isFinished: Bool {
+        switch self {
+        case .completed, .failed, .cancelled: true
+        case .accepted, .scheduled, .running: false
+        }
+    }
+}
+
+/// A job (one backend request, possibly a fan-out to many devices): a row of the `jobs` table.
+public struct JobRecord: Sendable, Hashable {
+    /// The job's id: a UUID in lower case.
+    public var id: String
+    /// The tenant the job belongs to.
+    public var tenantID: String
+    /// The notification type (a key of the tenant's `notification_types`).
+    public var notificationType: String
+    /// Where the job is in its life.
+    public var state: JobState
+    /// The backend's idempotency key, while it is remembered (cleared once older than
+    /// ``RelayStore/idempotencyWindow``).
+    public var idempotencyKey: String?
+    /// The request as the relay received it (the serialized wire request); the store does not interpret it.
+    public var request: [UInt8]
+    /// When the job is to be sent, if it was scheduled.
+    public var sendAt: Date?
+    /// The devices the fan-out addresses.
+    public var devices: Int
+    /// The devices APNs accepted the notification for.
+    public var delivered: Int
+    /// The devices whose delivery failed.
+    public var failed: Int
+    /// The devices skipped (preferences, mutes, presence, inactive tokens).
+    public var skipped: Int
+    /// Why the job failed, when it did.
+    public var error: String?
+    /// When the job was accepted.
+    public var createdAt: Date
+    /// When the row last changed.
+    public var updatedAt: Date
+    /// When the job reached ``JobState/completed``, ``JobState/failed`` or ``JobState/cancelled``.
+    public var finishedAt: Date?
+
+    /// Creates a record.
+    public init(
+        id: String,
+        tenantID: String,
+        notificationType: String,
+        state: JobState,
+        idempotencyKey: String? = nil,
+        request: [UInt8] = [],
+        sendAt: Date? = nil,
+        devices: Int = 0,
+        delivered: Int = 0,
+        failed: Int = 0,
+        skipped: Int = 0,
+        error: String? = nil,
+        createdAt: Date,
+        updatedAt: Date? = nil,
+        finishedAt: Date? = nil
+    ) {
+        self.id = id
+        self.tenantID = tenantID
+        self.notificationType = notificationType
+        self.state = state
+        self.idempotencyKey = idempotencyKey
+        self.request = request
+        self.sendAt = sendAt
+        self.devices = devices
+        self.delivered = delivered
+        self.failed = failed
+        self.skipped = skipped
+        self.error = error
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt ?? createdAt
+        self.finishedAt = finishedAt
+    }
+}
+
+/// What ``RelayStore/createJob(tenant:notificationType:idempotencyKey:request:sendAt:)`` did.
+public struct JobAcceptance: Sendable, Hashable {
+    /// The new job, or the earlier one with the same idempotency key.
+    public var job: JobRecord
+    /// Whether ``job`` is an earlier job with the same idempotency key (nothing was created).
+    public var duplicate: Bool
+
+    /// Creates an acceptance.
+    public init(job: JobRecord, duplicate: Bool) {
+        self.job = job
+        self.duplicate = duplicate
+    }
+}
+
+extension RelayStore {
+    /// How long an idempotency key is remembered (24 hours): a job created with a key the tenant used less
+    /// than this long ago answers the earlier job.
+    public static let idempotencyWindow: Duration = .seconds(86_400)
+
+    /// Accepts a job, or answers the tenant's earlier job with the same idempotency key.
+    ///
+    /// The common case is one statement (`INSERT … ON CONFLICT DO NOTHING RETURNING`). When the key is taken, the
+    /// row holding it is read: if it was created within ``idempotencyWindow`` it is answered with
+    /// ``JobAcceptance/duplicate`` set (its request is not compared with this one); if it is older, its key is
+    /// cleared and the insert is tried again, so an expired key makes a new job. Concurrent calls with one key
+    /// create one job: the unique index makes the others wait for it and answer it.
+    ///
+    /// The new job is ``JobState/scheduled`` when `sendAt` is after the database's clock, else
+    /// ``JobState/accepted``.
+    ///
+    /// - Parameters:
+    ///   - tenant: The tenant's id; throws ``RelayStoreError/unknownTenant(_:)`` when there is none.
+    ///   - notificationType: The notification type (not checked against the tenant's configuration here).
+    ///   - idempotencyKey: The backend's key; `nil` or empty for none.
+    ///   - request: The serialized request, stored as it is.
+    ///   - sendAt: When to send, for a scheduled job.
+    public func createJob(
+        tenant: String,
+        notificationType: String,
+        idempotencyKey: String?,
+        request: [UInt8],
+        sendAt: Date? = nil
+    ) async throws(RelayStoreError) -> JobAcceptance {
+        guard !notificationType.isEmpty else { throw .invalidArgument("the notification type is empty") }
+        let key = idempotencyKey.flatMap { $0.isEmpty ? nil : $0 }
+        let window = Self.idempotencyWindowSeconds
+        let requestData = Data(request)
+        // Each pass either returns or frees the key; a key freed (or taken) by someone else between two
+        // statements sends us round again, which settles at once in practice.
+        for _ in 0..<5 {
+            let id = UUID()
+            var inserted: JobRecord?
+            do {
+                for try await columns in try await client.query(
+                    """
+                    INSERT INTO jobs AS j (id, tenant_id, notification_type, state, idempotency_key, request, send_at)
+                    VALUES (
+                        \(id), \(tenant), \(notificationType),
+                        CASE WHEN \(sendAt)::timestamptz > now() THEN 'scheduled' ELSE 'accepted' END,
+                        \(key), \(requestData), \(sendAt)
+                    )
+                    ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+                    RETURNING \(unescaped: Self.jobColumns)
+                    """,
+                    logger: logger
+                ).decode(JobColumns.self) {
+                    inserted = try Self.job(from: columns)
+                }
+            } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
+                throw .unknownTenant(tenant)
+            } catch {
+                throw relayStoreFailure(error)
+            }
+            if let job = inserted {
+                return JobAcceptance(job: job, duplicate: false)
+            }
+            guard let key else {
+                throw .databaseUnavailable("the job was not inserted and has no idempotency key")
+            }
+            var holder: (job: JobRecord, fresh: Bool)?
+            do {
+                for try await row in try await client.query(
+                    """
+                    SELECT \(unescaped: Self.jobColumns),
+                           created_at > now() - \(window)::int8 * interval '1 second'
+                    FROM jobs j WHERE tenant_id = \(tenant) AND idempotency_key = \(key)
+                    """,
+                    logger: logger
+                ).decode(JobColumnsAndFlag.self) {
+                    holder = (
+                        try Self.job(
+                            from: (
+                                row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10,
+                                row.11, row.12, row.13, row.14
+                            )),
+                        row.15
+                    )
+                }
+            } catch {
+                throw relayStoreFailure(error)
+            }
+            guard let holder else { continue }
+            if holder.fresh {
+                return JobAcceptance(job: holder.job, duplicate: true)
+            }
+            try await clearIdempotencyKey(tenant: tenant, jobID: holder.job.id, key: key)
+        }
+        throw .databaseUnavailable("idempotency key \(key ?? "") of tenant \(tenant) kept changing hands; try again")
+    }
+
+    /// The job `id` of `tenant`, or `nil` when the tenant has no such job (another tenant's id, or an id that
+    /// is not a UUID).
+    public func job(tenant: String, id: String) async throws(RelayStoreError) -> JobRecord? {
+        guard let uuid = UUID(uuidString: id) else { return nil }
+        return try await jobRows(
+            "SELECT \(unescaped: Self.jobColumns) FROM jobs j WHERE tenant_id = \(tenant) AND id = \(uuid)"
+        ).first
+    }
+
+    /// Records a job's progress or outcome and returns the job as stored.
+    ///
+    /// Moving to ``JobState/completed``, ``JobState/failed`` or ``JobState/cancelled`` sets
+    /// ``JobRecord/finishedAt``. A finished job keeps its state, error and finish time: a later update (a
+    /// worker's last counts after a cancel) only records the counts, and the returned record shows the state
+    /// that stands, so a worker can tell it was cancelled.
+    ///
+    /// - Throws: ``RelayStoreError/unknownJob(tenant:id:)`` when `tenant` has no job `id`;
+    ///   ``RelayStoreError/invalidArgument(_:)`` for a negative or oversized count.
+    @discardableResult
+    public func updateJob(
+        tenant: String,
+        id: String,
+        state: JobState,
+        devices: Int,
+        delivered: Int,
+        failed: Int,
+        skipped: Int,
+        error: String? = nil
+    ) async throws(RelayStoreError) -> JobRecord {
+        for (name, count) in [("devices", devices), ("delivered", delivered), ("failed", failed), ("skipped", skipped)]
+        where count < 0 || count > Int(Int32.max) {
+            throw .invalidArgument("the \(name) count \(count) is out of range (0…\(Int32.max))")
+        }
+        guard let uuid = UUID(uuidString: id) else { throw .unknownJob(tenant: tenant, id: id) }
+        let updated = try await jobRows(
+            """
+            UPDATE jobs j SET
+                state = CASE WHEN j.finished_at IS NULL THEN \(state.rawValue) ELSE j.state END,
+                error = CASE WHEN j.finished_at IS NULL THEN \(error) ELSE j.error END,
+                finished_at = CASE
+                    WHEN j.finished_at IS NOT NULL THEN j.finished_at
+                    WHEN \(state.isFinished) THEN now()
+                END,
+                devices = \(devices), delivered = \(delivered), failed = \(failed), skipped = \(skipped),
+                updated_at = now()
+            WHERE tenant_id = \(tenant) AND id = \(uuid)
+            RETURNING \(unescaped: Self.jobColumns)
+            """
+        )
+        guard let job = updated.first else { throw .unknownJob(tenant: tenant, id: id) }
+        return job
+    }
+
+    // MARK: - Helpers
+
+    static var idempotencyWindowSeconds: Int { Int(idempotencyWindow.components.seconds) }
+
+    /// Whether `error` is a foreign key violation: a row naming a tenant that does not exist.
+    static func isForeignKeyViolation(_ error: PSQLError) -> Bool {
+        error.serverInfo?[.sqlState] == "23503"
+    }
+
+    typealias JobColumns = (
+        UUID, String, String, String, String?, Data, Date?, Int, Int, Int, Int, String?, Date, Date, Date?
+    )
+    typealias JobColumnsAndFlag = (
+        UUID, String, String, String, String?, Data, Date?, Int, Int, Int, Int, String?, Date, Date, Date?, Bool
+    )
+
+    static let jobColumns = """
+        j.id, j.tenant_id, j.notification_type, j.state, j.idempotency_key, j.request, j.send_at, j.devices::int8, \
+        j.delivered::int8, j.failed::int8, j.skipped::int8, j.error, j.created_at, j.updated_at, j.finished_at
+        """
+
+    static func job(from columns: JobColumns) throws(RelayStoreError) -> JobRecord {
+        guard let state = JobState(rawValue: columns.3) else {
+            throw .databaseUnavailable("job row with unknown state \(columns.3)")
+        }
+        return JobRecord(
+            id: columns.0.uuidString.lowercased(), tenantID: columns.1, notificationType: columns.2, state: state,
+            idempotencyKey: columns.4, request: [UInt8](columns.5), sendAt: columns.6, devices: columns.7,
+            delivered: columns.8, failed: columns.9, skipped: columns.10, error: columns.11, createdAt: columns.12,
+            updatedAt: columns.13, finishedAt: columns.14)
+    }
+
+    func jobRows(_ query: PostgresQuery) async throws(RelayStoreError) -> [JobRecord] {
+        do {
+            var jobs: [JobRecord] = []
+            for try await columns in try await client.query(query, logger: logger).decode(JobColumns.self) {
+                jobs.append(try Self.job(from: columns))
+            }
+            return jobs
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Frees `key` from job `jobID` if the key is older than the idempotency window.
+    private func clearIdempotencyKey(tenant: String, jobID: String, key: String) async throws(RelayStoreError) {
+        guard let uuid = UUID(uuidString: jobID) else { return }
+        let window = Self.idempotencyWindowSeconds
+        do {
+            try await client.query(
+                """
+                UPDATE jobs SET idempotency_key = NULL, updated_at = now()
+                WHERE tenant_id = \(tenant) AND id = \(uuid) AND idempotency_key = \(key)
+                  AND created_at <= now() - \(window)::int8 * interval '1 second'
+                """,
+                logger: logger
+            )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+}
