@@ -1,0 +1,263 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// A user's mute of one thread or one scope: a row of the `mutes` table.
+///
+/// Exactly one of ``threadID`` and ``scope`` is set.
+public struct MuteRecord: Sendable, Hashable {
+    /// The user who muted.
+    public var userID: String
+    /// The muted thread (a notification's `thread-id`), for a thread mute.
+    public var threadID: String?
+    /// The muted scope (a name the tenant's backend gives a group of notifications), for a scope mute.
+    public var scope: String?
+    /// When the mute ends; `nil` mutes until it is cleared.
+    public var until: Date?
+
+    /// Creates a record.
+    public init(userID: String, threadID: String? = nil, scope: String? = nil, until: Date? = nil) {
+        self.userID = userID
+        self.threadID = threadID
+        self.scope = scope
+        self.until = until
+    }
+}
+
+extension RelayStore {
+    // MARK: - Preferences
+
+    /// Stores `user`'s settings per notification type (`true`: wanted, `false`: opted out) in one
+    /// `INSERT … SELECT FROM UNNEST … ON CONFLICT` statement.
+    ///
+    /// Types not in `settings` keep what they had; an empty `settings` changes nothing. Whether each type exists in
+    /// the tenant's configuration, and whether it may be turned off, is for the caller to check.
+    ///
+    /// - Throws: ``RelayStoreError/unknownTenant(_:)``; ``RelayStoreError/invalidArgument(_:)`` for an empty user
+    ///   id or notification type.
+    public func setPreferences(tenant: String, user: String, _ settings: [String: Bool]) async throws(RelayStoreError) {
+        guard !user.isEmpty else { throw .invalidArgument("the user id is empty") }
+        guard !settings.isEmpty else { return }
+        guard !settings.keys.contains("") else { throw .invalidArgument("a notification type is empty") }
+        let types = settings.keys.sorted()
+        let enabled = types.map { settings[$0] ?? true }
+        do {
+            try await client.query(
+                """
+                INSERT INTO preferences (tenant_id, user_id, notification_type, enabled)
+                SELECT \(tenant), \(user), t, e FROM UNNEST(\(types)::text[], \(enabled)::bool[]) AS x (t, e)
+                ON CONFLICT (tenant_id, user_id, notification_type)
+                DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = now()
+                """,
+                logger: logger
+            )
+        } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
+            throw .unknownTenant(tenant)
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// `user`'s stored settings per notification type; types never set are absent (their default applies).
+    public func preferences(tenant: String, user: String) async throws(RelayStoreError) -> [String: Bool] {
+        try await preferences(tenant: tenant, users: [user])[user] ?? [:]
+    }
+
+    /// The stored settings of each of `users` that has any, per notification type, in one query (for a fan-out).
+    public func preferences(tenant: String, users: [String]) async throws(RelayStoreError) -> [String: [String: Bool]] {
+        guard !users.isEmpty else { return [:] }
+        do {
+            var settings: [String: [String: Bool]] = [:]
+            for try await (user, type, enabled) in try await client.query(
+                """
+                SELECT user_id, notification_type, enabled FROM preferences
+                WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[])
+                """,
+                logger: logger
+            ).decode((String, String, Bool).self) {
+                settings[user, default: [:]][type] = enabled
+            }
+            return settings
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    // MARK: - Mutes
+
+    /// Mutes a thread or a scope for `user`, until `until` or, with `nil`, until cleared; setting it again
+    /// replaces its end. Returns the mute as stored.
+    ///
+    /// - Throws: ``RelayStoreError/invalidArgument(_:)`` unless exactly one of `threadID` and `scope` is given
+    ///   (an empty string counts as none) and the user id is not empty; ``RelayStoreError/unknownTenant(_:)``.
+    @discardableResult
+    public func setMute(
+        tenant: String,
+        user: String,
+        threadID: String?,
+        scope: String?,
+        until: Date? = nil
+    ) async throws(RelayStoreError) -> MuteRecord {
+        let (kind, value) = try Self.muteTarget(user: user, threadID: threadID, scope: scope)
+        do {
+            var stored: MuteRecord?
+            for try await (kind, value, until) in try await client.query(
+                """
+                INSERT INTO mutes (tenant_id, user_id, kind, value, until)
+                VALUES (\(tenant), \(user), \(kind), \(value), \(until))
+                ON CONFLICT (tenant_id, user_id, kind, value) DO UPDATE SET until = EXCLUDED.until, updated_at = now()
+                RETURNING kind, value, until
+                """,
+                logger: logger
+            ).decode((String, String, Date?).self) {
+                stored = Self.mute(user: user, kind: kind, value: value, until: until)
+            }
+            guard let stored else { throw RelayStoreError.databaseUnavailable("the mute was not stored") }
+            return stored
+        } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
+            throw .unknownTenant(tenant)
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Lifts `user`'s mute of a thread or a scope (exactly one of them); returns how many mutes it removed (0 or 1).
+    @discardableResult
+    public func clearMute(
+        tenant: String,
+        user: String,
+        threadID: String?,
+        scope: String?
+    ) async throws(RelayStoreError) -> Int {
+        let (kind, value) = try Self.muteTarget(user: user, threadID: threadID, scope: scope)
+        return try await countRows(
+            """
+            DELETE FROM mutes WHERE tenant_id = \(tenant) AND user_id = \(user) AND kind = \(kind) AND value = \(value)
+            RETURNING 1::int8
+            """
+        )
+    }
+
+    /// `user`'s mutes in force at `now` (no end, or an end after `now`): thread mutes first, each kind by name.
+    public func mutes(tenant: String, user: String, now: Date = Date()) async throws(RelayStoreError) -> [MuteRecord] {
+        try await mutes(tenant: tenant, users: [user], now: now)
+    }
+
+    /// The mutes in force at `now` of every one of `users`, in one query (for a fan-out), by user, then as
+    /// ``mutes(tenant:user:now:)`` orders them.
+    public func mutes(tenant: String, users: [String], now: Date = Date()) async throws(RelayStoreError)
+        -> [MuteRecord]
+    {
+        guard !users.isEmpty else { return [] }
+        do {
+            var records: [MuteRecord] = []
+            for try await (user, kind, value, until) in try await client.query(
+                """
+                SELECT user_id, kind, value, until FROM mutes
+                WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[])
+                  AND (until IS NULL OR until > \(now))
+                ORDER BY user_id, kind DESC, value
+                """,
+                logger: logger
+            ).decode((String, String, String, Date?).self) {
+                records.append(Self.mute(user: user, kind: kind, value: value, until: until))
+            }
+            return records
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    // MARK: - Presence
+
+    /// Records that `user` is active in thread `threadID` until `until` (replacing an earlier time), or with
+    /// `nil` that they left it.
+    ///
+    /// - Throws: ``RelayStoreError/invalidArgument(_:)`` for an empty user or thread id;
+    ///   ``RelayStoreError/unknownTenant(_:)``.
+    public func setPresence(
+        tenant: String,
+        user: String,
+        threadID: String,
+        until: Date?
+    ) async throws(RelayStoreError) {
+        guard !user.isEmpty else { throw .invalidArgument("the user id is empty") }
+        guard !threadID.isEmpty else { throw .invalidArgument("the thread id is empty") }
+        do {
+            if let until {
+                try await client.query(
+                    """
+                    INSERT INTO presence (tenant_id, user_id, thread_id, until)
+                    VALUES (\(tenant), \(user), \(threadID), \(until))
+                    ON CONFLICT (tenant_id, user_id, thread_id) DO UPDATE SET until = EXCLUDED.until, updated_at = now()
+                    """,
+                    logger: logger
+                )
+            } else {
+                try await client.query(
+                    """
+                    DELETE FROM presence WHERE tenant_id = \(tenant) AND user_id = \(user) AND thread_id = \(threadID)
+                    """,
+                    logger: logger
+                )
+            }
+        } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
+            throw .unknownTenant(tenant)
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// The threads `user` is active in at `now`, with when each presence ends.
+    public func activeThreads(tenant: String, user: String, now: Date = Date()) async throws(RelayStoreError)
+        -> [String: Date]
+    {
+        try await activeThreads(tenant: tenant, users: [user], now: now)[user] ?? [:]
+    }
+
+    /// The threads each of `users` is active in at `now`, with when each presence ends, in one query (for a
+    /// fan-out); users active nowhere are absent.
+    public func activeThreads(tenant: String, users: [String], now: Date = Date()) async throws(RelayStoreError)
+        -> [String: [String: Date]]
+    {
+        guard !users.isEmpty else { return [:] }
+        do {
+            var threads: [String: [String: Date]] = [:]
+            for try await (user, thread, until) in try await client.query(
+                """
+                SELECT user_id, thread_id, until FROM presence
+                WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND until > \(now)
+                """,
+                logger: logger
+            ).decode((String, String, Date).self) {
+                threads[user, default: [:]][thread] = until
+            }
+            return threads
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// The `(kind, value)` a mute is stored under; exactly one of `threadID` and `scope` may be given.
+    private static func muteTarget(
+        user: String,
+        threadID: String?,
+        scope: String?
+    ) throws(RelayStoreError) -> (kind: String, value: String) {
+        guard !user.isEmpty else { throw .invalidArgument("the user id is empty") }
+        switch (threadID.flatMap { $0.isEmpty ? nil : $0 }, scope.flatMap { $0.isEmpty ? nil : $0 }) {
+        case (let thread?, nil): return ("thread", thread)
+        case (nil, let scope?): return ("scope", scope)
+        case (.some, .some): throw .invalidArgument("a mute names a thread or a scope, not both")
+        case (nil, nil): throw .invalidArgument("a mute needs a thread id or a scope")
+        }
+    }
+
+    private static func mute(user: String, kind: String, value: String, until: Date?) -> MuteRecord {
+        kind == "thread"
+            ? MuteRecord(userID: user, threadID: value, until: until)
+            : MuteRecord(userID: user, scope: value, until: until)
+    }
+}
