@@ -93,8 +93,9 @@ public struct DeviceRegistrationResult: Sendable, Hashable {
         /// The existing row was inactive (APNs had declared the token dead) and the registration,
         /// newer than Apple's timestamp, brought it back.
         case reactivated
-        /// The token was declared dead by APNs at a time at or after this registration's time, so the
-        /// registration was ignored and the device stays inactive.
+        /// The token was declared dead by APNs at a time at or after this registration's time, so the device
+        /// stays inactive: the registration was ignored, or, when the slot held no row or another token, its row
+        /// was written inactive with Apple's timestamp. No push goes to the token.
         case notReactivatedAfterInvalidation = "not_reactivated_after_invalidation"
         /// The stored registration is newer than this one (registrations arriving out of order), so this one
         /// was ignored.
@@ -110,7 +111,7 @@ public struct DeviceRegistrationResult: Sendable, Hashable {
     /// The row as stored after the call.
     public var device: DeviceRecord
 
-    /// Whether the registration changed the stored row.
+    /// Whether the registration left an active device (created, updated or reactivated).
     public var applied: Bool {
         status == .created || status == .updated || status == .reactivated
     }
@@ -126,6 +127,9 @@ extension RelayStore {
     /// A registration older than the stored one is ignored (``DeviceRegistrationResult/Status/ignoredOutdated``).
     /// A registration of a token APNs declared dead does not bring it back unless `at` is newer than Apple's
     /// timestamp (``DeviceRegistrationResult/Status/notReactivatedAfterInvalidation``); a newer one reactivates it.
+    /// Apple's timestamps are remembered per token in `dead_tokens`, so this holds even after the token's row was
+    /// deleted (unregistered) or replaced (another token in its slot): an older registration then writes the
+    /// device inactive.
     /// The upsert is `INSERT … ON CONFLICT`, so concurrent registrations of one slot never make two rows.
     ///
     /// - Parameters:
@@ -180,6 +184,17 @@ extension RelayStore {
                     )
                 ).first
 
+                var deadSince: Date?
+                for try await invalidatedAt in try await transaction.query(
+                    "SELECT invalidated_at FROM dead_tokens WHERE tenant_id = \(tenant) AND token = \(token)",
+                    logger: logger
+                ).decode(Date.self) {
+                    deadSince = invalidatedAt
+                }
+                // Apple declared the token dead at or after this registration: it is written inactive.
+                let deadAt = deadSince.flatMap { at <= $0 ? $0 : nil }
+                let active = deadAt == nil
+
                 var written: DeviceRecord?
                 var inserted = false
                 for try await row in try await transaction.query(
@@ -191,14 +206,14 @@ extension RelayStore {
                     VALUES (
                         \(tenant), \(slot), \(registration.userID), \(token), \(registration.platform), \(environment),
                         \(registration.deviceID), \(registration.appVersion), \(registration.locale),
-                        \(registration.timeZone), \(topics), true, \(at), NULL
+                        \(registration.timeZone), \(topics), \(active), \(at), \(deadAt)::timestamptz
                     )
                     ON CONFLICT (tenant_id, slot) DO UPDATE SET
                         user_id = EXCLUDED.user_id, token = EXCLUDED.token, platform = EXCLUDED.platform,
                         environment = EXCLUDED.environment, device_id = EXCLUDED.device_id,
                         app_version = EXCLUDED.app_version, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone,
-                        topics = EXCLUDED.topics, active = true, registered_at = EXCLUDED.registered_at,
-                        invalidated_at = NULL, updated_at = now()
+                        topics = EXCLUDED.topics, active = EXCLUDED.active, registered_at = EXCLUDED.registered_at,
+                        invalidated_at = EXCLUDED.invalidated_at, updated_at = now()
                     WHERE d.registered_at <= EXCLUDED.registered_at
                       AND NOT (d.token = EXCLUDED.token AND d.invalidated_at IS NOT NULL
                                AND EXCLUDED.registered_at <= d.invalidated_at)
@@ -229,13 +244,19 @@ extension RelayStore {
                         at < current.registeredAt ? .ignoredOutdated : .notReactivatedAfterInvalidation
                     return DeviceRegistrationResult(status: status, device: current)
                 }
-                guard !inserted, let previous else {
-                    return DeviceRegistrationResult(status: inserted ? .created : .updated, device: written)
+                let previousRow = inserted ? nil : previous
+                let status: DeviceRegistrationResult.Status
+                if !written.active {
+                    status = .notReactivatedAfterInvalidation
+                } else if inserted {
+                    status = .created
+                } else {
+                    status = previousRow?.active == false ? .reactivated : .updated
                 }
                 return DeviceRegistrationResult(
-                    status: previous.active ? .updated : .reactivated,
-                    previousUserID: previous.userID != written.userID ? previous.userID : nil,
-                    replacedToken: previous.token != written.token ? previous.token : nil,
+                    status: status,
+                    previousUserID: previousRow.flatMap { $0.userID != written.userID ? $0.userID : nil },
+                    replacedToken: previousRow.flatMap { $0.token != written.token ? $0.token : nil },
                     device: written
                 )
             }
@@ -248,7 +269,9 @@ extension RelayStore {
     /// `BadDeviceToken`), recording Apple's timestamp as `invalidated_at`; returns how many rows it changed.
     ///
     /// Rows registered after `appleTimestamp` are left alone: the device registered the token again after APNs
-    /// stopped accepting it. A later registration older than `appleTimestamp` does not reactivate the token.
+    /// stopped accepting it. A later registration older than `appleTimestamp` does not reactivate the token, even
+    /// once its row is gone: the same statement remembers the latest timestamp per token in `dead_tokens`
+    /// (kept for the retention period, see ``maintain(retentionDays:now:)``).
     @discardableResult
     public func deactivateDevice(
         tenant: String,
@@ -258,6 +281,12 @@ extension RelayStore {
         let token = try Self.normalizedToken(token)
         return try await countRows(
             """
+            WITH remembered AS (
+                INSERT INTO dead_tokens AS t (tenant_id, token, invalidated_at)
+                SELECT id, \(token), \(appleTimestamp) FROM tenants WHERE id = \(tenant)
+                ON CONFLICT (tenant_id, token)
+                DO UPDATE SET invalidated_at = GREATEST(t.invalidated_at, EXCLUDED.invalidated_at)
+            )
             UPDATE devices
             SET active = false, invalidated_at = GREATEST(invalidated_at, \(appleTimestamp)), updated_at = now()
             WHERE tenant_id = \(tenant) AND token = \(token) AND registered_at <= \(appleTimestamp)
@@ -319,6 +348,106 @@ extension RelayStore {
                     logger: logger
                 )
             )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    // MARK: - Fan-out
+
+    /// The active devices of `users` in `tenant`, in one query (`user_id = ANY(…)`): by user, then the most
+    /// recently registered first. Users without an active device have no rows.
+    public func activeDevices(tenant: String, users: [String]) async throws(RelayStoreError) -> [DeviceRecord] {
+        guard !users.isEmpty else { return [] }
+        do {
+            return try await Self.deviceRows(
+                client.query(
+                    """
+                    SELECT \(unescaped: Self.deviceColumns) FROM devices
+                    WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND active
+                    ORDER BY user_id, registered_at DESC, token
+                    """,
+                    logger: logger
+                )
+            )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// The active devices of `tenant` holding one of `tokens` (hex, either case), in one query, by token.
+    ///
+    /// Strings that are not tokens match nothing.
+    public func activeDevices(tenant: String, tokens: [String]) async throws(RelayStoreError) -> [DeviceRecord] {
+        let normalized = Array(Set(tokens.map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() }))
+        guard !normalized.isEmpty else { return [] }
+        do {
+            return try await Self.deviceRows(
+                client.query(
+                    """
+                    SELECT \(unescaped: Self.deviceColumns) FROM devices
+                    WHERE tenant_id = \(tenant) AND token = ANY(\(normalized)::text[]) AND active
+                    ORDER BY token, user_id, registered_at DESC
+                    """,
+                    logger: logger
+                )
+            )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// One page of the active devices of `tenant` subscribed to `topic`, in token order: those whose token
+    /// comes after `after` (`nil` for the first page), about `limit` of them.
+    ///
+    /// Page on with the last row's token as `after` until a page has fewer than `limit` rows. A page never
+    /// splits the rows of one token (several users or environments may hold it), so it can have a few more
+    /// than `limit` rows.
+    ///
+    /// - Throws: ``RelayStoreError/invalidArgument(_:)`` when `limit` is not positive.
+    public func activeDevices(
+        tenant: String,
+        topic: String,
+        after: String? = nil,
+        limit: Int
+    ) async throws(RelayStoreError) -> [DeviceRecord] {
+        guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
+        let after = after?.lowercased() ?? ""
+        do {
+            return try await Self.deviceRows(
+                client.query(
+                    """
+                    WITH page AS (
+                        SELECT token FROM devices
+                        WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+                          AND token > \(after)
+                        ORDER BY token LIMIT \(limit)
+                    )
+                    SELECT \(unescaped: Self.deviceColumns) FROM devices
+                    WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+                      AND token > \(after) AND token <= (SELECT max(token) FROM page)
+                    ORDER BY token, user_id, environment
+                    """,
+                    logger: logger
+                )
+            )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Apple's latest invalidation timestamp for `token` in `tenant`, remembered by
+    /// ``deactivateDevice(tenant:token:appleTimestamp:)`` even after the token's rows are gone; `nil` if none.
+    public func deadTokenTimestamp(tenant: String, token: String) async throws(RelayStoreError) -> Date? {
+        let token = try Self.normalizedToken(token)
+        do {
+            for try await invalidatedAt in try await client.query(
+                "SELECT invalidated_at FROM dead_tokens WHERE tenant_id = \(tenant) AND token = \(token)",
+                logger: logger
+            ).decode(Date.self) {
+                return invalidatedAt
+            }
+            return nil
         } catch {
             throw relayStoreFailure(error)
         }

@@ -1,0 +1,196 @@
+import Foundation
+import RelayStore
+import Testing
+
+@Suite("Fan-out lookups and dead tokens")
+struct FanOutTests {
+    @Test("active devices of many users come in one query; inactive ones and other tenants' are left out")
+    func byUsers() async throws {
+        try await withTenantStore { store in
+            for environment in [TenantConfiguration.Environment.production, .development] {
+                try await store.registerDevice(
+                    tenant: "familyportal",
+                    registration: DeviceRegistration(userID: "mom", token: deviceToken(1), environment: environment),
+                    at: instant(0))
+            }
+            try await store.registerDevice(
+                tenant: "familyportal", registration: DeviceRegistration(userID: "dad", token: deviceToken(2)),
+                at: instant(0))
+            try await store.registerDevice(
+                tenant: "familyportal", registration: DeviceRegistration(userID: "kid", token: deviceToken(3)),
+                at: instant(0))
+            try await store.deactivateDevice(tenant: "familyportal", token: deviceToken(3), appleTimestamp: instant(5))
+            try await store.registerDevice(
+                tenant: "circl", registration: DeviceRegistration(userID: "dad", token: deviceToken(4)), at: instant(0))
+
+            let devices = try await store.activeDevices(tenant: "familyportal", users: ["mom", "dad", "kid", "nobody"])
+            #expect(devices.map(\.userID) == ["dad", "mom", "mom"])
+            #expect(devices.allSatisfy { $0.active && $0.tenantID == "familyportal" })
+            #expect(Set(devices.map(\.token)) == [deviceToken(1), deviceToken(2)])
+            #expect(try await store.activeDevices(tenant: "familyportal", users: []).isEmpty)
+            #expect(try await store.activeDevices(tenant: "anky", users: ["mom", "dad"]).isEmpty)
+        }
+    }
+
+    @Test("active devices by token, in either case; unknown, inactive and foreign tokens match nothing")
+    func byTokens() async throws {
+        try await withTenantStore { store in
+            for seed in 1...3 {
+                try await store.registerDevice(
+                    tenant: "circl", registration: DeviceRegistration(userID: "u\(seed)", token: deviceToken(seed)),
+                    at: instant(0))
+            }
+            try await store.deactivateDevice(tenant: "circl", token: deviceToken(3), appleTimestamp: instant(5))
+            try await store.registerDevice(
+                tenant: "anky", registration: DeviceRegistration(userID: "x", token: deviceToken(9)), at: instant(0))
+
+            let devices = try await store.activeDevices(
+                tenant: "circl",
+                tokens: [
+                    deviceToken(2).uppercased(), deviceToken(1), deviceToken(1), deviceToken(3), deviceToken(9),
+                    "not a token",
+                ])
+            #expect(devices.map(\.token) == [deviceToken(1), deviceToken(2)])
+            #expect(devices.map(\.userID) == ["u1", "u2"])
+            #expect(try await store.activeDevices(tenant: "circl", tokens: []).isEmpty)
+        }
+    }
+
+    @Test("a topic's devices come in token-ordered pages; a token held by two users is never split")
+    func byTopicPaged() async throws {
+        try await withTenantStore { store in
+            // 12 devices on chat (seeds 1…12), one more on photos only, one dead, one of another tenant.
+            for seed in 1...12 {
+                try await store.registerDevice(
+                    tenant: "familyportal",
+                    registration: DeviceRegistration(
+                        userID: "user\(seed)", token: deviceToken(seed),
+                        topics: seed.isMultiple(of: 3)
+                            ? ["chat", "photos"] : ["chat"]),
+                    at: instant(0))
+            }
+            // Seed 5 is the fifth token: a second user holds it too, so the first page of 5 has 6 rows.
+            try await store.registerDevice(
+                tenant: "familyportal",
+                registration: DeviceRegistration(userID: "user5b", token: deviceToken(5), topics: ["chat"]),
+                at: instant(0))
+            try await store.registerDevice(
+                tenant: "familyportal",
+                registration: DeviceRegistration(userID: "photographer", token: deviceToken(20), topics: ["photos"]),
+                at: instant(0))
+            try await store.registerDevice(
+                tenant: "familyportal",
+                registration: DeviceRegistration(userID: "gone", token: deviceToken(21), topics: ["chat"]),
+                at: instant(0))
+            try await store.deactivateDevice(tenant: "familyportal", token: deviceToken(21), appleTimestamp: instant(9))
+            try await store.registerDevice(
+                tenant: "circl", registration: DeviceRegistration(userID: "other", token: deviceToken(22)),
+                at: instant(0))
+
+            var pages: [[DeviceRecord]] = []
+            var after: String?
+            while true {
+                let page = try await store.activeDevices(tenant: "familyportal", topic: "chat", after: after, limit: 5)
+                if page.isEmpty { break }
+                pages.append(page)
+                after = page.last?.token
+                if page.count < 5 { break }
+            }
+            #expect(pages.map(\.count) == [6, 5, 2])
+            #expect(pages[0].filter { $0.token == deviceToken(5) }.map(\.userID) == ["user5", "user5b"])
+            let all = pages.flatMap { $0 }
+            #expect(all.map(\.token) == all.map(\.token).sorted())
+            #expect(Set(all.map(\.userID)) == Set((1...12).map { "user\($0)" } + ["user5b"]))
+            #expect(all.allSatisfy { $0.active && $0.topics.contains("chat") })
+
+            let photos = try await store.activeDevices(tenant: "familyportal", topic: "photos", limit: 100)
+            #expect(photos.map(\.userID) == ["user3", "user6", "user9", "user12", "photographer"])
+            #expect(try await store.activeDevices(tenant: "familyportal", topic: "none", limit: 10).isEmpty)
+            #expect(try await store.activeDevices(tenant: "anky", topic: "chat", limit: 10).isEmpty)
+            await #expect(throws: RelayStoreError.self) {
+                try await store.activeDevices(tenant: "familyportal", topic: "chat", limit: 0)
+            }
+        }
+    }
+
+    @Test("a dead token stays dead after its row is deleted: an older registration is inactive, a newer one active")
+    func deadTokenAfterUnregister() async throws {
+        try await withTenantStore { store in
+            let token = deviceToken(30)
+            let registration = DeviceRegistration(userID: "A", token: token)
+            try await store.registerDevice(tenant: "circl", registration: registration, at: instant(0))
+            #expect(try await store.deactivateDevice(tenant: "circl", token: token, appleTimestamp: instant(100)) == 1)
+            #expect(try await store.unregisterDevice(tenant: "circl", token: token) == 1)
+            #expect(try await store.deadTokenTimestamp(tenant: "circl", token: token) == instant(100))
+
+            let stale = try await store.registerDevice(tenant: "circl", registration: registration, at: instant(50))
+            #expect(stale.status == .notReactivatedAfterInvalidation)
+            #expect(!stale.applied)
+            #expect(!stale.device.active)
+            #expect(stale.device.invalidatedAt == instant(100))
+            #expect(try await store.activeDevices(tenant: "circl", tokens: [token]).isEmpty)
+            // At Apple's very timestamp it is still dead.
+            let same = try await store.registerDevice(tenant: "circl", registration: registration, at: instant(100))
+            #expect(same.status == .notReactivatedAfterInvalidation)
+
+            let newer = try await store.registerDevice(tenant: "circl", registration: registration, at: instant(150))
+            #expect(newer.status == .reactivated)
+            #expect(newer.device.active)
+            #expect(newer.device.invalidatedAt == nil)
+            #expect(try await store.activeDevices(tenant: "circl", tokens: [token]).map(\.userID) == ["A"])
+        }
+    }
+
+    @Test("a dead token stays dead after its row is replaced (anky) and another user registers it late")
+    func deadTokenAfterReplacement() async throws {
+        try await withTenantStore { store in
+            let dead = deviceToken(31)
+            try await store.registerDevice(
+                tenant: "anky", registration: DeviceRegistration(userID: "u1", token: dead), at: instant(0))
+            try await store.deactivateDevice(tenant: "anky", token: dead, appleTimestamp: instant(100))
+            let replaced = try await store.registerDevice(
+                tenant: "anky", registration: DeviceRegistration(userID: "u1", token: deviceToken(32)),
+                at: instant(120))
+            #expect(replaced.replacedToken == dead)
+            #expect(replaced.device.active)
+            #expect(try await store.devices(tenant: "anky", token: dead).isEmpty)
+
+            // A registration of the dead token made before Apple's timestamp (arriving late) stays inactive.
+            let late = try await store.registerDevice(
+                tenant: "anky", registration: DeviceRegistration(userID: "u2", token: dead), at: instant(50))
+            #expect(late.status == .notReactivatedAfterInvalidation)
+            #expect(try await store.devices(tenant: "anky", user: "u2").map(\.active) == [false])
+            #expect(try await store.activeDevices(tenant: "anky", users: ["u2"]).isEmpty)
+
+            let fresh = try await store.registerDevice(
+                tenant: "anky", registration: DeviceRegistration(userID: "u2", token: dead), at: instant(150))
+            #expect(fresh.status == .reactivated)
+            #expect(try await store.activeDevices(tenant: "anky", users: ["u2"]).map(\.token) == [dead])
+            // u1's replacement was never touched.
+            #expect(try await store.activeDevices(tenant: "anky", users: ["u1"]).map(\.token) == [deviceToken(32)])
+        }
+    }
+
+    @Test("a verdict for a token without a row is remembered; the latest timestamp wins; tenants are apart")
+    func deadTokenWithoutRow() async throws {
+        try await withTenantStore { store in
+            let token = deviceToken(33)
+            #expect(try await store.deactivateDevice(tenant: "circl", token: token, appleTimestamp: instant(200)) == 0)
+            #expect(try await store.deactivateDevice(tenant: "circl", token: token, appleTimestamp: instant(100)) == 0)
+            #expect(try await store.deadTokenTimestamp(tenant: "circl", token: token) == instant(200))
+            #expect(try await store.deactivateDevice(tenant: "nobody", token: token, appleTimestamp: instant(1)) == 0)
+
+            let stale = try await store.registerDevice(
+                tenant: "circl", registration: DeviceRegistration(userID: "A", token: token), at: instant(150))
+            #expect(stale.status == .notReactivatedAfterInvalidation)
+            #expect(stale.device.invalidatedAt == instant(200))
+
+            // Another tenant's verdict says nothing about this tenant's token.
+            #expect(try await store.deadTokenTimestamp(tenant: "familyportal", token: token) == nil)
+            let elsewhere = try await store.registerDevice(
+                tenant: "familyportal", registration: DeviceRegistration(userID: "A", token: token), at: instant(150))
+            #expect(elsewhere.status == .created)
+            #expect(elsewhere.device.active)
+        }
+    }
+}
