@@ -16,6 +16,14 @@ import PostgresNIO
 /// instance started it. `initdb` and `postgres` refuse to run as root: when this process is root,
 /// every server-side tool runs as Debian's `postgres` user (or `nobody`) through `runuser`, and the
 /// data folder is given to that user.
+///
+/// Several processes (or handles) may share one data folder, say `pushrelay admin` while `pushrelay serve`
+/// runs. Two `flock` locks beside the folder keep them apart: `<folder>.lock`, held exclusively while a
+/// handle creates, starts or stops the cluster, so only one runs `initdb` and the others wait and then reuse
+/// the server; and `<folder>.users`, held shared by every handle between a successful `start()` and its
+/// `stop()`. The handle that started the server stops it only when it can take `<folder>.users` exclusively,
+/// that is when no other handle still uses the server; otherwise it leaves it running. The kernel drops
+/// both locks when a process dies.
 public actor EmbeddedPostgres {
     /// The data folder used when none is given, relative to the working directory.
     public static let defaultDataFolder = ".pushrelay/pg"
@@ -55,6 +63,16 @@ public actor EmbeddedPostgres {
     private let logger: Logger
     private var startedHere = false
     private var currentEndpoint: Endpoint?
+    /// The descriptor holding a shared lock on ``usersLockPath`` while this handle uses the server.
+    private var usersLock: Int32?
+
+    /// The lock file held exclusively while the cluster is created, started or stopped: beside the data folder,
+    /// since `initdb` wants the folder itself empty.
+    public nonisolated var setupLockPath: String { dataFolder + ".lock" }
+    /// The lock file every handle using the server holds shared.
+    public nonisolated var usersLockPath: String { dataFolder + ".users" }
+    /// How long `start()` and `stop()` wait for another process creating, starting or stopping the cluster.
+    static let lockTimeout: Duration = .seconds(300)
 
     /// The port the server listens on (its socket's name); the socket lives in the data folder,
     /// so clusters in different folders never conflict.
@@ -82,6 +100,13 @@ public actor EmbeddedPostgres {
         self.logger = logger
     }
 
+    deinit {
+        // A handle dropped without stop(): the process no longer uses the server through it.
+        if let usersLock {
+            close(usersLock)
+        }
+    }
+
     /// How to reach the server, once `start()` has succeeded (until `stop()`).
     public var endpoint: Endpoint? { currentEndpoint }
 
@@ -90,7 +115,8 @@ public actor EmbeddedPostgres {
 
     /// Creates the cluster if needed and starts it, or reuses the server already running on it.
     ///
-    /// Returns once the server accepts connections and the relay's database exists.
+    /// Returns once the server accepts connections and the relay's database exists. While another process (or
+    /// handle) creates, starts or stops the cluster in the same folder, waits for it (up to five minutes).
     @discardableResult
     public func start() async throws(RelayStoreError) -> StartOutcome {
         if currentEndpoint != nil {
@@ -98,6 +124,13 @@ public actor EmbeddedPostgres {
         }
         let binaries = try Self.findBinaries()
         let user = try Self.serverUser()
+        try prepareParent(for: user)
+        let setupLock = try await Self.lock(setupLockPath, mode: LOCK_EX, dataFolder: dataFolder)
+        defer { Self.unlock(setupLock) }
+        if currentEndpoint != nil {
+            // Another call on this handle started it while this one waited for the lock.
+            return .reused
+        }
         try prepareFolder(for: user)
 
         var created = false
@@ -107,12 +140,13 @@ public actor EmbeddedPostgres {
         }
 
         let outcome: StartOutcome
+        var startedNow = false
         if try await isRunning() {
             outcome = .reused
             logger.info("reusing running PostgreSQL", metadata: ["data": "\(dataFolder)"])
         } else {
             try await startServer(binaries: binaries, user: user)
-            startedHere = true
+            startedNow = true
             outcome = created ? .created : .started
             logger.info("started PostgreSQL", metadata: ["data": "\(dataFolder)", "created": "\(created)"])
         }
@@ -120,31 +154,40 @@ public actor EmbeddedPostgres {
         do {
             let endpoint = try await readyEndpoint()
             try await ensureDatabase(at: endpoint)
+            usersLock = try await Self.lock(usersLockPath, mode: LOCK_SH, dataFolder: dataFolder)
             currentEndpoint = endpoint
+            startedHere = startedNow
         } catch {
-            if startedHere {
-                try? await stop()
+            if startedNow {
+                try? await stopServer(binaries: binaries)
             }
             throw error
         }
         return outcome
     }
 
-    /// Stops the server with `pg_ctl stop -m fast` if this instance started it; otherwise does nothing.
+    /// Stops the server with `pg_ctl stop -m fast` if this instance started it and no other handle (in this
+    /// process or another) still uses it; otherwise leaves it running. Either way this handle is done with it.
     public func stop() async throws(RelayStoreError) {
         guard startedHere else {
+            releaseUsersLock()
             currentEndpoint = nil
             return
         }
         let binaries = try Self.findBinaries()
-        let result = try await Subprocess.run(
-            binaries + "/pg_ctl",
-            ["stop", "-D", dataFolder, "-m", "fast", "-w", "-t", "120", "-s"],
-            as: try Self.serverUser()?.name
-        )
-        guard result.status == 0 else {
-            throw .stopFailed(output: result.output)
+        let setupLock = try await Self.lock(setupLockPath, mode: LOCK_EX, dataFolder: dataFolder)
+        defer { Self.unlock(setupLock) }
+        // Only the last user may stop it: the exclusive lock is refused while another handle holds its shared one.
+        if let usersLock, flock(usersLock, LOCK_EX | LOCK_NB) != 0 {
+            releaseUsersLock()
+            startedHere = false
+            currentEndpoint = nil
+            logger.notice(
+                "leaving PostgreSQL running: another process still uses it", metadata: ["data": "\(dataFolder)"])
+            return
         }
+        try await stopServer(binaries: binaries)
+        releaseUsersLock()
         startedHere = false
         currentEndpoint = nil
         logger.info("stopped PostgreSQL", metadata: ["data": "\(dataFolder)"])
@@ -161,6 +204,63 @@ public actor EmbeddedPostgres {
             as: try Self.serverUser()?.name
         )
         return result.status == 0
+    }
+
+    /// Runs `pg_ctl stop -m fast`, waiting for the server to exit.
+    private func stopServer(binaries: String) async throws(RelayStoreError) {
+        let result = try await Subprocess.run(
+            binaries + "/pg_ctl",
+            ["stop", "-D", dataFolder, "-m", "fast", "-w", "-t", "120", "-s"],
+            as: try Self.serverUser()?.name
+        )
+        guard result.status == 0 else {
+            throw .stopFailed(output: result.output)
+        }
+    }
+
+    // MARK: - Locks
+
+    /// Opens `path` (creating it) and takes a `flock` of `mode` on it, polling while another descriptor holds a
+    /// conflicting one; returns the descriptor, which holds the lock until it is closed.
+    private static func lock(_ path: String, mode: Int32, dataFolder: String) async throws(RelayStoreError) -> Int32 {
+        // Read-only is enough for flock, and lets a process of another user share a lock file it cannot write.
+        let descriptor = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw .dataFolderUnusable(path: dataFolder, reason: "cannot open lock file \(path): \(errnoText())")
+        }
+        let deadline = ContinuousClock.now + lockTimeout
+        while flock(descriptor, mode | LOCK_NB) != 0 {
+            let error = errno
+            guard error == EWOULDBLOCK || error == EINTR else {
+                close(descriptor)
+                throw .dataFolderUnusable(
+                    path: dataFolder, reason: "cannot lock \(path): \(String(cString: strerror(error)))")
+            }
+            guard ContinuousClock.now < deadline else {
+                close(descriptor)
+                throw .startFailed(
+                    output: "another process has been creating, starting or stopping the cluster in \(dataFolder) "
+                        + "for more than \(lockTimeout) (it holds \(path))")
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return descriptor
+    }
+
+    /// Releases a lock taken by ``lock(_:mode:dataFolder:)``.
+    private static func unlock(_ descriptor: Int32) {
+        close(descriptor)
+    }
+
+    private func releaseUsersLock() {
+        if let usersLock {
+            Self.unlock(usersLock)
+        }
+        usersLock = nil
+    }
+
+    private static func errnoText() -> String {
+        String(cString: strerror(errno))
     }
 
     // MARK: - Binaries and users
@@ -211,8 +311,9 @@ public actor EmbeddedPostgres {
 
     // MARK: - Steps
 
-    /// Creates the data folder (mode 0700) and, as root, gives it (and a parent we created) to `user`.
-    private func prepareFolder(for user: ServerUser?) throws(RelayStoreError) {
+    /// Checks the data folder's path and creates its parent (for the lock files), giving a parent it created to
+    /// `user` when this process is root.
+    private func prepareParent(for user: ServerUser?) throws(RelayStoreError) {
         let files = FileManager.default
         let socketPath = Endpoint(socketDirectory: dataFolder, port: Self.port, username: "", database: "").socketPath
         guard socketPath.utf8.count < 108 else {
@@ -225,13 +326,23 @@ public actor EmbeddedPostgres {
             throw .dataFolderUnusable(path: dataFolder, reason: "its path contains a comma, quote or newline")
         }
         let parent = (dataFolder as NSString).deletingLastPathComponent
-        var createdParent = false
+        guard !files.fileExists(atPath: parent) else { return }
+        do {
+            try files.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        } catch {
+            throw .dataFolderUnusable(path: dataFolder, reason: "\(error)")
+        }
+        if let user, chown(parent, user.uid, user.gid) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw .dataFolderUnusable(path: parent, reason: "cannot give it to user \(user.name): \(reason)")
+        }
+    }
+
+    /// Creates the data folder (mode 0700) and, as root, gives it to `user`. Runs under the setup lock.
+    private func prepareFolder(for user: ServerUser?) throws(RelayStoreError) {
+        let files = FileManager.default
         var createdFolder = false
         do {
-            if !files.fileExists(atPath: parent) {
-                try files.createDirectory(atPath: parent, withIntermediateDirectories: true)
-                createdParent = true
-            }
             if !files.fileExists(atPath: dataFolder) {
                 try files.createDirectory(
                     atPath: dataFolder,
@@ -244,17 +355,12 @@ public actor EmbeddedPostgres {
             throw .dataFolderUnusable(path: dataFolder, reason: "\(error)")
         }
         guard let user else { return }
-        var toChown: [String] = []
-        if createdParent {
-            toChown.append(parent)
-        }
         // An existing cluster keeps its owner; an empty or new folder is handed over.
-        if createdFolder || !files.fileExists(atPath: dataFolder + "/PG_VERSION") {
-            toChown.append(dataFolder)
-        }
-        for path in toChown where chown(path, user.uid, user.gid) != 0 {
+        if createdFolder || !files.fileExists(atPath: dataFolder + "/PG_VERSION"),
+            chown(dataFolder, user.uid, user.gid) != 0
+        {
             let reason = String(cString: strerror(errno))
-            throw .dataFolderUnusable(path: path, reason: "cannot give it to user \(user.name): \(reason)")
+            throw .dataFolderUnusable(path: dataFolder, reason: "cannot give it to user \(user.name): \(reason)")
         }
     }
 
