@@ -38,7 +38,8 @@ import Testing
             _ = try await client.registerDevice(registration(user: "ada", token: tokens[0]))
             _ = try await client.registerDevice(registration(user: "bob", token: tokens[1], environment: .sandbox))
             _ = try await client.registerDevice(registration(user: "sender", token: randomToken()))
-            let result = try await client.send(circlMessage(to: ["ada", "bob", "sender", "nobody"], excluding: ["sender"]))
+            let result = try await client.send(
+                circlMessage(to: ["ada", "bob", "sender", "nobody"], excluding: ["sender"]))
             #expect(result.outcomes.count == 3)
             #expect(result.outcomes.filter { $0.outcome == "delivered" }.map(\.userID).sorted() == ["ada", "bob"])
             #expect(result.outcomes.first { $0.userID == "nobody" }?.reason == "no_device")
@@ -110,14 +111,16 @@ import Testing
                 seen.append(event)
                 if seen.count == 2 { break }
             }
-            let deadEvent = try #require(seen.compactMap { event -> Pushrelay_V1_DeadToken? in
-                if case .deadToken(let dead) = event.event { return dead }
-                return nil
-            }.first)
+            let deadEvent = try #require(
+                seen.compactMap { event -> Pushrelay_V1_DeadToken? in
+                    if case .deadToken(let dead) = event.event { return dead }
+                    return nil
+                }.first)
             #expect(deadEvent.token == RelayHarness.deadToken)
             #expect(deadEvent.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
             #expect(deadEvent.jobID == result.jobID)
-            #expect(seen.contains { if case .receipt(let receipt) = $0.event { receipt.userID == "here" } else { false } })
+            #expect(
+                seen.contains { if case .receipt(let receipt) = $0.event { receipt.userID == "here" } else { false } })
             let device = try #require(try await client.listDevices(userID: "gone").devices.first)
             #expect(!device.active)
             #expect(device.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
@@ -130,7 +133,8 @@ import Testing
             let client = relay.client("familyportal")
             let tokens = [randomToken(), randomToken(), randomToken()]
             _ = try await client.registerDevice(registration(user: "mum", token: tokens[0], topics: ["chat"]))
-            _ = try await client.registerDevice(registration(user: "kid", token: tokens[1], environment: .sandbox, topics: ["chat"]))
+            _ = try await client.registerDevice(
+                registration(user: "kid", token: tokens[1], environment: .sandbox, topics: ["chat"]))
             _ = try await client.registerDevice(registration(user: "dad", token: tokens[2], topics: ["photos"]))
             var send = Pushrelay_V1_Send()
             send.notificationType = "chat_message"
@@ -157,8 +161,12 @@ import Testing
             set.preferences = [off]
             let preferences = try await client.setPreferences(set)
             #expect(preferences.preferences.first { $0.notificationType == "announcement" }?.enabled == false)
-            #expect(try await client.preferences(userID: "ada").preferences.first { $0.notificationType == "announcement" }?.enabled == false)
-            #expect(try await client.preferences(userID: "bob").preferences.first { $0.notificationType == "announcement" }?.enabled == true)
+            #expect(
+                try await client.preferences(userID: "ada").preferences.first { $0.notificationType == "announcement" }?
+                    .enabled == false)
+            #expect(
+                try await client.preferences(userID: "bob").preferences.first { $0.notificationType == "announcement" }?
+                    .enabled == true)
             // A mandatory type cannot be turned off.
             off.notificationType = "silent_refresh"
             set.preferences = [off]
