@@ -11,6 +11,7 @@
 #   3. swift format lint --strict with the repo's .swift-format (any finding fails)
 #   4. swift test "$@"
 #   5. Ops/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
+#   6. Ops/test-python.sh: the Python client's tests, then the client against `pushrelay serve`
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -104,6 +105,11 @@ step="smoke-apns-cli"
 log "Ops/smoke-apns-cli.sh"
 bash "$ROOT/Ops/smoke-apns-cli.sh" "$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
 
+# --- 6. the Python client, against a running relay -----------------------------------------------
+step="python-client"
+log "Ops/test-python.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/test-python.sh"
+
 step="done"
-printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke passed in %ds\n' \
+printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client passed in %ds\n' \
     "${*:+ $*}" "$(($(date +%s) - started))"
