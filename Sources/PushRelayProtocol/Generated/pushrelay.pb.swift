@@ -842,7 +842,7 @@ public nonisolated struct Pushrelay_V1_DeviceOutcome: Sendable {
 
   public var environment: Pushrelay_V1_Environment = .unspecified
 
-  /// "delivered", "rejected", "dead_token", "failed", or a skip: "no_device".
+  /// "delivered", "rejected", "dead_token", "failed", or "skipped" (the reason says why: "no_device").
   public var outcome: String = String()
 
   /// APNs reason ("BadDeviceToken", "Unregistered") or the skip reason.
