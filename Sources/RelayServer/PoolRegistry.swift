@@ -49,7 +49,7 @@ public actor PoolRegistry {
 
     private struct Entry {
         var generation: Int
-        var task: Task<APNsPool, any Error>
+        var task: Task<(pool: APNsPool, keyID: String), any Error>
     }
 
     private let store: RelayStore
@@ -86,7 +86,7 @@ public actor PoolRegistry {
             pools[key] = entry
         }
         do {
-            return try await entry.task.value
+            return try await entry.task.value.pool
         } catch {
             // A failed build is forgotten, so the next send tries again.
             if pools[key]?.generation == entry.generation { pools[key] = nil }
@@ -100,18 +100,35 @@ public actor PoolRegistry {
         rebuilds[tenant, default: 0]
     }
 
-    /// Takes `tenant`'s pools out of service after a key change and builds them again with the current
-    /// keys; the old pools finish their in-flight requests, then close. Other tenants' pools are untouched.
+    /// After a change of `tenant`'s keys: each of its pools whose signing key is no longer the one to use is
+    /// taken out of service and built again with the current key; the old pool finishes its in-flight
+    /// requests, then closes, and keys that were `retiring` are then marked retired. Pools whose key is
+    /// unchanged, and other tenants' pools, are untouched.
     public func keysChanged(tenant: String) async {
-        let old = pools.filter { $0.key.tenant == tenant }
-        for key in old.keys { pools[key] = nil }
-        rebuilds[tenant, default: 0] += 1
-        logger.info("signing keys changed; rebuilding pools", metadata: ["tenant": "\(tenant)"])
-        for (key, entry) in old {
-            if let pool = try? await entry.task.value {
-                Task { await pool.shutdown(gracePeriod: .seconds(30)) }
+        let affected = pools.filter { $0.key.tenant == tenant }
+        var replaced: [APNsPool] = []
+        for (key, entry) in affected {
+            let current = try? await entry.task.value
+            let wanted = try? await signingKey(tenant: tenant, environment: key.environment).keyID
+            guard current?.keyID != wanted || current == nil else { continue }
+            if pools[key]?.generation == entry.generation { pools[key] = nil }
+            if let current { replaced.append(current.pool) }
+            rebuilds[tenant, default: 0] += 1
+            logger.info(
+                "signing key changed; rebuilding the pool",
+                metadata: ["tenant": "\(tenant)", "apns.environment": "\(key.environment.rawValue)"]
+            )
+            _ = try? await pool(tenant: tenant, environment: key.environment)
+        }
+        guard !replaced.isEmpty else { return }
+        for old in replaced { await old.shutdown(gracePeriod: .seconds(30)) }
+        do {
+            for record in try await store.listSigningKeys(tenant: tenant) where record.status == .retiring {
+                try await store.retireSigningKey(tenant: tenant, keyID: record.keyID)
+                logger.info("retired a rotated key after its in-flight work", metadata: ["key_id": "\(record.keyID)"])
             }
-            _ = try? await self.pool(tenant: tenant, environment: key.environment)
+        } catch {
+            logger.warning("could not retire rotated keys", metadata: ["tenant": "\(tenant)", "error": "\(error)"])
         }
     }
 
@@ -154,11 +171,11 @@ public actor PoolRegistry {
         let all = pools.values
         pools = [:]
         for entry in all {
-            if let pool = try? await entry.task.value { await pool.shutdown(gracePeriod: gracePeriod) }
+            if let built = try? await entry.task.value { await built.pool.shutdown(gracePeriod: gracePeriod) }
         }
     }
 
-    private func build(tenant: String, environment: APNsEnvironment) async throws -> APNsPool {
+    private func build(tenant: String, environment: APNsEnvironment) async throws -> (pool: APNsPool, keyID: String) {
         let signingKey = try await signingKey(tenant: tenant, environment: environment)
         var configuration = APNsPoolConfiguration(
             endpoint: target.endpoint(for: environment), credential: .token(signingKey), caFile: target.caFile
@@ -175,7 +192,7 @@ public actor PoolRegistry {
             throw error
         }
         logger.info("APNs pool warm", metadata: ["key_id": "\(signingKey.keyID)"])
-        return pool
+        return (pool, signingKey.keyID)
     }
 
     private func signingKey(tenant: String, environment: APNsEnvironment) async throws -> APNsSigningKey {

@@ -35,10 +35,13 @@ struct RelayHarness: Sendable {
     let pools: PoolRegistry
     let group: any EventLoopGroup
     let credentials: [String: String]
+    /// The master key the relay unseals stored signing keys with.
+    let masterKey: MasterKey
 
     /// Runs `body` with a fresh relay, then shuts everything down.
     static func with(
         configure: (inout RelayServerConfiguration) -> Void = { _ in },
+        simulatorKeys: [APNsSigningKey] = [],
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
         var configuration = RelayServerConfiguration(port: 0)
@@ -53,7 +56,9 @@ struct RelayHarness: Sendable {
             let endpoint = try #require(await postgres.endpoint)
             try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) { store in
                 try await store.migrate()
-                try await run(store: store, folder: folder, configuration: serverConfiguration, body)
+                try await run(
+                    store: store, folder: folder, configuration: serverConfiguration, simulatorKeys: simulatorKeys, body
+                )
             }
             try await postgres.stop()
         } catch {
@@ -66,6 +71,7 @@ struct RelayHarness: Sendable {
         store: RelayStore,
         folder: String,
         configuration: RelayServerConfiguration,
+        simulatorKeys: [APNsSigningKey],
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
         let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
@@ -78,6 +84,7 @@ struct RelayHarness: Sendable {
         var simulatorConfiguration = APNsSimulatorConfiguration(certificateDirectory: folder + "/sim")
         simulatorConfiguration.recordRequests = true
         simulatorConfiguration.faults.unregisteredTokens = [deadToken: deadTokenTimestamp]
+        simulatorConfiguration.keys = simulatorKeys.map(APNsSimulatorKey.init)
         var keys: [String: APNsSigningKey] = [:]
         for (index, tenant) in tenants.enumerated() {
             let key = try APNsSigningKey(
@@ -92,14 +99,15 @@ struct RelayHarness: Sendable {
             endpointOverride: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
             connectionsPerPool: 1, fallbackKeys: keys
         )
-        let pools = PoolRegistry(store: store, masterKey: nil, target: target, group: group, logger: quietLogger)
+        let masterKey = MasterKey.generate()
+        let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: quietLogger)
         let service = RelayService(store: store, pools: pools, limits: configuration.limits, logger: quietLogger)
         let server = try await RelayServer.start(
             configuration: configuration, service: service, group: group, logger: quietLogger
         )
         let harness = RelayHarness(
             store: store, simulator: simulator, server: server, service: service, pools: pools, group: group,
-            credentials: credentials
+            credentials: credentials, masterKey: masterKey
         )
         do {
             try await body(harness)
