@@ -33,6 +33,9 @@ final class ClientConnection: Sendable {
         -> ClientConnection
     {
         let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0) }
+        // SNI carries host names only; an address is verified against the certificate without it.
+        let serverName = configuration.tlsServerName ?? configuration.host
+        let sniName = (try? SocketAddress(ipAddress: serverName, port: 0)) == nil ? serverName : nil
         let inbox = Inbox()
         let channel = try await ClientBootstrap(group: group)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -42,9 +45,7 @@ final class ClientConnection: Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     if let sslContext {
                         try pipeline.addHandler(
-                            try NIOSSLClientHandler(
-                                context: sslContext, serverHostname: configuration.tlsServerName ?? configuration.host
-                            )
+                            try NIOSSLClientHandler(context: sslContext, serverHostname: sniName)
                         )
                     }
                     try pipeline.addHandler(ClientFrameHandler(inbox: inbox))
