@@ -163,10 +163,36 @@ log "Protocol/python/tests/test_relay.py against $address"
 relay_summary="$(pytest_summary "$TMP/relay.txt")"
 grep -q skipped <<<"$relay_summary" && fail "relay tests were skipped: $relay_summary"
 
+# --- 5. the CLI client: `pushrelay send` to a device registered by the Python client ----------
+step="cli-send"
+log "pushrelay send against $address"
+cli_token="$(printf 'c1%.0s' $(seq 1 32))"
+"$PY" - "$address" "$CIRCL_SECRET" "$cli_token" <<'PY'
+import sys
+from pushrelay_client import RelayClient
+host, port = sys.argv[1].rsplit(":", 1)
+with RelayClient(host, int(port), "circl", sys.argv[2]) as relay:
+    relay.register_device(user_id="cli-user", token=sys.argv[3], platform="ios", environment="PRODUCTION")
+PY
+cli_out="$(PUSHRELAY_CREDENTIAL="$CIRCL_SECRET" "$BIN" send --relay "$address" --tenant circl --type message \
+    --user cli-user --value circle_id=1 --value channel_id=2 --title CLI --body hello \
+    --idempotency-key cli-1 --wait)"
+echo "$cli_out"
+grep -q "cli-user c1c1c1c1…: delivered" <<<"$cli_out" || fail "pushrelay send did not deliver"
+again="$(PUSHRELAY_CREDENTIAL="$CIRCL_SECRET" "$BIN" send --relay "$address" --tenant circl --type message \
+    --user cli-user --value circle_id=1 --value channel_id=2 --title CLI --body hello --idempotency-key cli-1)"
+grep -q "duplicate" <<<"$again" || fail "a repeated idempotency key was not answered as a duplicate: $again"
+if PUSHRELAY_CREDENTIAL=prk_wrong "$BIN" send --relay "$address" --tenant circl --type message --user x \
+    --value circle_id=1 --value channel_id=2 >"$TMP/cli-wrong.txt" 2>&1; then
+    fail "pushrelay send with a wrong credential exited 0"
+fi
+grep -q AUTHENTICATION_FAILED "$TMP/cli-wrong.txt" || fail "wrong credential: $(cat "$TMP/cli-wrong.txt")"
+echo "test-python.sh: pushrelay send delivered, answered the repeat as a duplicate, refused a wrong credential"
+
 step="relay-stop"
 stop_relay
 [ "$relay_status" -eq 0 ] || fail "the relay exited with status $relay_status after SIGTERM (expected 0)"
 
 step="done"
-printf '\ntest-python.sh: OK: unit (%s), relay (%s), relay stopped cleanly, in %ds\n' \
+printf '\ntest-python.sh: OK: unit (%s), relay (%s), pushrelay send, relay stopped cleanly, in %ds\n' \
     "$(echo $unit_summary)" "$(echo $relay_summary)" "$(($(date +%s) - started))"
