@@ -329,15 +329,3 @@ private struct Tally {
         if keepOutcomes { outcomes.append(outcome) }
     }
 }
-
-extension DeliveryOutcome {
-    /// The delivery outcome recorded for an engine outcome class.
-    init(_ outcome: APNsOutcomeClass) {
-        switch outcome {
-        case .delivered: self = .delivered
-        case .tokenDead: self = .tokenDead
-        case .retryLater: self = .retryLater
-        case .configurationFault: self = .configurationFault
-        }
-    }
-}

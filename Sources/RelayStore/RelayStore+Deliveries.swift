@@ -1,3 +1,4 @@
+public import APNs
 public import Foundation
 import Logging
 import PostgresNIO
@@ -14,6 +15,18 @@ public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
     case configurationFault = "configuration_fault"
     /// Not sent at all (preferences, mutes, quiet hours, inactive token).
     case skipped
+}
+
+extension DeliveryOutcome {
+    /// The delivery outcome recorded for an engine outcome class.
+    public init(_ outcome: APNsOutcomeClass) {
+        switch outcome {
+        case .delivered: self = .delivered
+        case .tokenDead: self = .tokenDead
+        case .retryLater: self = .retryLater
+        case .configurationFault: self = .configurationFault
+        }
+    }
 }
 
 /// One delivery attempt: a row of the `deliveries` table.

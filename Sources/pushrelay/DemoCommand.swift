@@ -199,15 +199,3 @@ struct DemoCommand: AsyncParsableCommand {
         return text + " (attempts: \(report.attempts))"
     }
 }
-
-extension DeliveryOutcome {
-    /// The delivery outcome recorded for an engine outcome class.
-    init(_ outcome: APNsOutcomeClass) {
-        switch outcome {
-        case .delivered: self = .delivered
-        case .tokenDead: self = .tokenDead
-        case .retryLater: self = .retryLater
-        case .configurationFault: self = .configurationFault
-        }
-    }
-}
