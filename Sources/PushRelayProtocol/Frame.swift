@@ -45,7 +45,10 @@ public struct FrameEncoder: Sendable {
         into buffer: inout ByteBuffer
     ) {
         // Serializing a message built in memory cannot fail: required fields do not exist in proto3.
-        let bytes: [UInt8] = (try? message.serializedBytes()) ?? []
+        // Map entries in key order, so that equal messages make equal frames.
+        var options = BinaryEncodingOptions()
+        options.useDeterministicOrdering = true
+        let bytes: [UInt8] = (try? message.serializedBytes(options: options)) ?? []
         encode(kind: kind, requestID: requestID, body: bytes, into: &buffer)
     }
 

@@ -27,6 +27,8 @@ public struct FrameKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let send = FrameKind(rawValue: 0x0020)
     /// JOB_STATUS (`JobStatus`).
     public static let jobStatus = FrameKind(rawValue: 0x0021)
+    /// CANCEL_JOB (`CancelJob`).
+    public static let cancelJob = FrameKind(rawValue: 0x0023)
     /// QUERY_DELIVERIES (`QueryDeliveries`).
     public static let queryDeliveries = FrameKind(rawValue: 0x0022)
     /// SET_PREFERENCES (`SetPreferences`).
@@ -53,7 +55,7 @@ public struct FrameKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// Every request kind a client may send in version 1.
     public static let requests: [FrameKind] = [
         .hello, .ping, .goodbye, .registerDevice, .unregisterDevice, .listDevices, .send, .jobStatus,
-        .queryDeliveries, .setPreferences, .getPreferences, .setMute, .clearMute, .listMutes, .setPresence,
+        .cancelJob, .queryDeliveries, .setPreferences, .getPreferences, .setMute, .clearMute, .listMutes, .setPresence,
         .subscribeResults, .unsubscribeResults,
     ]
 

@@ -251,5 +251,42 @@ extension Migration {
                 "CREATE INDEX devices_topics ON devices USING gin (topics)",
             ]
         ),
+        Migration(
+            version: 5,
+            name: "durable_fan_out",
+            statements: [
+                "ALTER TABLE deliveries ADD COLUMN notification_type text",
+                // Planning: a relay process leases an unplanned due job, writes its pages, marks it planned.
+                "ALTER TABLE jobs ADD COLUMN planned_at timestamptz",
+                "ALTER TABLE jobs ADD COLUMN planning_owner text",
+                "ALTER TABLE jobs ADD COLUMN planning_until timestamptz",
+                """
+                CREATE INDEX jobs_to_plan ON jobs (send_at)
+                WHERE planned_at IS NULL AND state IN ('accepted', 'scheduled')
+                """,
+                // A page: up to a few hundred devices of one job, due at one time, leased by one process.
+                """
+                CREATE TABLE job_pages (
+                    job_id uuid NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+                    page integer NOT NULL CHECK (page >= 0),
+                    tenant_id text NOT NULL,
+                    due_at timestamptz NOT NULL,
+                    tokens text[] NOT NULL,
+                    users text[] NOT NULL,
+                    state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'leased', 'done', 'cancelled')),
+                    lease_owner text,
+                    lease_until timestamptz,
+                    claims integer NOT NULL DEFAULT 0,
+                    devices integer NOT NULL DEFAULT 0,
+                    delivered integer NOT NULL DEFAULT 0,
+                    failed integer NOT NULL DEFAULT 0,
+                    skipped integer NOT NULL DEFAULT 0,
+                    deferred integer NOT NULL DEFAULT 0,
+                    PRIMARY KEY (job_id, page)
+                )
+                """,
+                "CREATE INDEX job_pages_claimable ON job_pages (due_at) WHERE state IN ('pending', 'leased')",
+            ]
+        ),
     ]
 }

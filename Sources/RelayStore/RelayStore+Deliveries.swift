@@ -56,6 +56,8 @@ public struct DeliveryRecord: Sendable, Hashable {
     public var answeredAt: Date?
     /// The time from sending to APNs' answer, in milliseconds.
     public var latencyMilliseconds: Int?
+    /// The notification type of the job (counted by per-user frequency caps).
+    public var notificationType: String?
 
     /// Creates a record.
     public init(
@@ -69,7 +71,8 @@ public struct DeliveryRecord: Sendable, Hashable {
         attempt: Int = 1,
         sentAt: Date,
         answeredAt: Date? = nil,
-        latencyMilliseconds: Int? = nil
+        latencyMilliseconds: Int? = nil,
+        notificationType: String? = nil
     ) {
         self.tenantID = tenantID
         self.jobID = jobID
@@ -82,6 +85,7 @@ public struct DeliveryRecord: Sendable, Hashable {
         self.sentAt = sentAt
         self.answeredAt = answeredAt
         self.latencyMilliseconds = latencyMilliseconds
+        self.notificationType = notificationType
     }
 }
 
@@ -272,16 +276,17 @@ extension RelayStore {
         try await client.query(
             """
             INSERT INTO deliveries (
-                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at, latency_ms
+                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at, latency_ms,
+                notification_type
             )
             SELECT t, j, NULLIF(u, ''), k, NULLIF(a, ''), o, NULLIF(r, ''), n, s,
-                   CASE WHEN answered THEN w END, CASE WHEN l >= 0 THEN l END
+                   CASE WHEN answered THEN w END, CASE WHEN l >= 0 THEN l END, NULLIF(y, '')
             FROM UNNEST(
                 \(batch.tenantID)::text[], \(batch.jobID)::text[], \(batch.userID)::text[], \(batch.token)::text[],
                 \(batch.apnsID)::text[], \(batch.outcome)::text[], \(batch.reason)::text[], \(batch.attempt)::int8[],
                 \(batch.sentAt)::timestamptz[], \(batch.answered)::bool[], \(batch.answeredAt)::timestamptz[],
-                \(batch.latency)::int8[]
-            ) AS x (t, j, u, k, a, o, r, n, s, answered, w, l)
+                \(batch.latency)::int8[], \(batch.notificationType)::text[]
+            ) AS x (t, j, u, k, a, o, r, n, s, answered, w, l, y)
             """,
             logger: logger
         )
@@ -345,6 +350,7 @@ private struct DeliveryColumnsBatch {
     var answered: [Bool] = []
     var answeredAt: [Date] = []
     var latency: [Int] = []
+    var notificationType: [String] = []
 
     init(_ records: ArraySlice<DeliveryRecord>) throws(RelayStoreError) {
         for record in records {
@@ -366,6 +372,7 @@ private struct DeliveryColumnsBatch {
             answered.append(record.answeredAt != nil)
             answeredAt.append(record.answeredAt ?? record.sentAt)
             latency.append(min(record.latencyMilliseconds ?? -1, Int(Int32.max)))
+            notificationType.append(record.notificationType ?? "")
         }
     }
 }

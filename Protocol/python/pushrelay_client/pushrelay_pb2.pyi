@@ -61,6 +61,12 @@ class Alert(_message.Message):
     title_loc_key: str
     def __init__(self, title: _Optional[str] = ..., subtitle: _Optional[str] = ..., body: _Optional[str] = ..., launch_image: _Optional[str] = ..., title_loc_key: _Optional[str] = ..., title_loc_args: _Optional[_Iterable[str]] = ..., subtitle_loc_key: _Optional[str] = ..., subtitle_loc_args: _Optional[_Iterable[str]] = ..., loc_key: _Optional[str] = ..., loc_args: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class CancelJob(_message.Message):
+    __slots__ = ["job_id"]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
 class ClearMute(_message.Message):
     __slots__ = ["scope", "thread_id", "user_id"]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -394,7 +400,7 @@ class ResultEvent(_message.Message):
     def __init__(self, receipt: _Optional[_Union[Delivery, _Mapping]] = ..., dead_token: _Optional[_Union[DeadToken, _Mapping]] = ...) -> None: ...
 
 class Send(_message.Message):
-    __slots__ = ["alert", "badge", "category", "collapse_id", "content_available", "custom_json", "exclude_user_ids", "expiration", "idempotency_key", "interruption_level", "mutable_content", "notification_type", "priority", "relevance_score", "scope", "send_at_ms", "sound", "template_values", "thread_id", "tokens", "topic", "user_ids", "wait"]
+    __slots__ = ["alert", "badge", "category", "collapse_id", "content_available", "custom_json", "exclude_user_ids", "expiration", "idempotency_key", "interruption_level", "mutable_content", "notification_type", "priority", "relevance_score", "scope", "send_at_local", "send_at_ms", "sound", "template_values", "thread_id", "tokens", "topic", "user_ids", "wait"]
     class TemplateValuesEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -417,6 +423,7 @@ class Send(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     RELEVANCE_SCORE_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    SEND_AT_LOCAL_FIELD_NUMBER: _ClassVar[int]
     SEND_AT_MS_FIELD_NUMBER: _ClassVar[int]
     SOUND_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_VALUES_FIELD_NUMBER: _ClassVar[int]
@@ -440,6 +447,7 @@ class Send(_message.Message):
     priority: int
     relevance_score: float
     scope: str
+    send_at_local: str
     send_at_ms: int
     sound: str
     template_values: _containers.ScalarMap[str, str]
@@ -448,7 +456,7 @@ class Send(_message.Message):
     topic: str
     user_ids: _containers.RepeatedScalarFieldContainer[str]
     wait: bool
-    def __init__(self, notification_type: _Optional[str] = ..., user_ids: _Optional[_Iterable[str]] = ..., tokens: _Optional[_Iterable[_Union[TokenTarget, _Mapping]]] = ..., topic: _Optional[str] = ..., exclude_user_ids: _Optional[_Iterable[str]] = ..., idempotency_key: _Optional[str] = ..., alert: _Optional[_Union[Alert, _Mapping]] = ..., badge: _Optional[int] = ..., sound: _Optional[str] = ..., thread_id: _Optional[str] = ..., category: _Optional[str] = ..., content_available: bool = ..., mutable_content: bool = ..., interruption_level: _Optional[str] = ..., relevance_score: _Optional[float] = ..., custom_json: _Optional[str] = ..., template_values: _Optional[_Mapping[str, str]] = ..., collapse_id: _Optional[str] = ..., expiration: _Optional[int] = ..., priority: _Optional[int] = ..., wait: bool = ..., scope: _Optional[str] = ..., send_at_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, notification_type: _Optional[str] = ..., user_ids: _Optional[_Iterable[str]] = ..., tokens: _Optional[_Iterable[_Union[TokenTarget, _Mapping]]] = ..., topic: _Optional[str] = ..., exclude_user_ids: _Optional[_Iterable[str]] = ..., idempotency_key: _Optional[str] = ..., alert: _Optional[_Union[Alert, _Mapping]] = ..., badge: _Optional[int] = ..., sound: _Optional[str] = ..., thread_id: _Optional[str] = ..., category: _Optional[str] = ..., content_available: bool = ..., mutable_content: bool = ..., interruption_level: _Optional[str] = ..., relevance_score: _Optional[float] = ..., custom_json: _Optional[str] = ..., template_values: _Optional[_Mapping[str, str]] = ..., collapse_id: _Optional[str] = ..., expiration: _Optional[int] = ..., priority: _Optional[int] = ..., wait: bool = ..., scope: _Optional[str] = ..., send_at_ms: _Optional[int] = ..., send_at_local: _Optional[str] = ...) -> None: ...
 
 class SendResult(_message.Message):
     __slots__ = ["devices", "duplicate", "job", "job_id", "outcomes"]

@@ -817,10 +817,17 @@ public nonisolated struct Pushrelay_V1_Send: @unchecked Sendable {
     set {_uniqueStorage()._scope = newValue}
   }
 
-  /// Send at this time (Unix ms) instead of now. Belongs to scheduling.
+  /// Send at this time (Unix ms) instead of now; the job is SCHEDULED until then.
   public var sendAtMs: Int64 {
     get {_storage._sendAtMs}
     set {_uniqueStorage()._sendAtMs = newValue}
+  }
+
+  /// Send at this wall-clock time in each recipient's own time zone (the device's time_zone; UTC
+  /// when it has none): "2026-11-22T00:00" or "2026-11-22T00:00:00". Not with send_at_ms.
+  public var sendAtLocal: String {
+    get {_storage._sendAtLocal}
+    set {_uniqueStorage()._sendAtLocal = newValue}
   }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
@@ -842,7 +849,9 @@ public nonisolated struct Pushrelay_V1_DeviceOutcome: Sendable {
 
   public var environment: Pushrelay_V1_Environment = .unspecified
 
-  /// "delivered", "rejected", "dead_token", "failed", or "skipped" (the reason says why: "no_device").
+  /// "delivered", "rejected", "dead_token", "failed", "skipped" (the reason says why: "no_device",
+  /// "opted_out", "muted", "active", "quiet_hours", "capped"), or "deferred" (quiet hours: sent when
+  /// they end; the reason is "quiet_hours").
   public var outcome: String = String()
 
   /// APNs reason ("BadDeviceToken", "Unregistered") or the skip reason.
@@ -937,6 +946,20 @@ public nonisolated struct Pushrelay_V1_JobStatus: Sendable {
   public init() {}
 }
 
+/// CANCEL_JOB (kind 0x0023) -> CANCEL_JOB_OK (kind 0x8023, Job): a scheduled or running job sends
+/// nothing more (pages already being sent finish). A finished job answers its state unchanged.
+public nonisolated struct Pushrelay_V1_CancelJob: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var jobID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// QUERY_DELIVERIES (kind 0x0022) -> QUERY_DELIVERIES_OK (kind 0x8022, DeliveryList).
 /// Exactly one of job_id, user_id, token, or a time range (from_ms and to_ms).
 public nonisolated struct Pushrelay_V1_QueryDeliveries: Sendable {
@@ -976,7 +999,7 @@ public nonisolated struct Pushrelay_V1_Delivery: Sendable {
 
   public var apnsID: String = String()
 
-  /// "delivered", "rejected", "dead_token", "failed".
+  /// "delivered", "rejected", "dead_token", "failed", or "skipped" with its reason.
   public var outcome: String = String()
 
   public var reason: String = String()
@@ -2014,7 +2037,7 @@ nonisolated extension Pushrelay_V1_Alert: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Pushrelay_V1_Send: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Send"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}notification_type\0\u{3}user_ids\0\u{1}tokens\0\u{1}topic\0\u{3}exclude_user_ids\0\u{3}idempotency_key\0\u{1}alert\0\u{1}badge\0\u{1}sound\0\u{3}thread_id\0\u{1}category\0\u{3}content_available\0\u{3}mutable_content\0\u{3}interruption_level\0\u{3}relevance_score\0\u{3}custom_json\0\u{3}template_values\0\u{3}collapse_id\0\u{1}expiration\0\u{1}priority\0\u{1}wait\0\u{1}scope\0\u{3}send_at_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}notification_type\0\u{3}user_ids\0\u{1}tokens\0\u{1}topic\0\u{3}exclude_user_ids\0\u{3}idempotency_key\0\u{1}alert\0\u{1}badge\0\u{1}sound\0\u{3}thread_id\0\u{1}category\0\u{3}content_available\0\u{3}mutable_content\0\u{3}interruption_level\0\u{3}relevance_score\0\u{3}custom_json\0\u{3}template_values\0\u{3}collapse_id\0\u{1}expiration\0\u{1}priority\0\u{1}wait\0\u{1}scope\0\u{3}send_at_ms\0\u{3}send_at_local\0")
 
   fileprivate class _StorageClass {
     var _notificationType: String = String()
@@ -2040,6 +2063,7 @@ nonisolated extension Pushrelay_V1_Send: SwiftProtobuf.Message, SwiftProtobuf._M
     var _wait: Bool = false
     var _scope: String = String()
     var _sendAtMs: Int64 = 0
+    var _sendAtLocal: String = String()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2073,6 +2097,7 @@ nonisolated extension Pushrelay_V1_Send: SwiftProtobuf.Message, SwiftProtobuf._M
       _wait = source._wait
       _scope = source._scope
       _sendAtMs = source._sendAtMs
+      _sendAtLocal = source._sendAtLocal
     }
   }
 
@@ -2114,6 +2139,7 @@ nonisolated extension Pushrelay_V1_Send: SwiftProtobuf.Message, SwiftProtobuf._M
         case 21: try { try decoder.decodeSingularBoolField(value: &_storage._wait) }()
         case 22: try { try decoder.decodeSingularStringField(value: &_storage._scope) }()
         case 23: try { try decoder.decodeSingularInt64Field(value: &_storage._sendAtMs) }()
+        case 24: try { try decoder.decodeSingularStringField(value: &_storage._sendAtLocal) }()
         default: break
         }
       }
@@ -2195,6 +2221,9 @@ nonisolated extension Pushrelay_V1_Send: SwiftProtobuf.Message, SwiftProtobuf._M
       if _storage._sendAtMs != 0 {
         try visitor.visitSingularInt64Field(value: _storage._sendAtMs, fieldNumber: 23)
       }
+      if !_storage._sendAtLocal.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._sendAtLocal, fieldNumber: 24)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2227,6 +2256,7 @@ nonisolated extension Pushrelay_V1_Send: SwiftProtobuf.Message, SwiftProtobuf._M
         if _storage._wait != rhs_storage._wait {return false}
         if _storage._scope != rhs_storage._scope {return false}
         if _storage._sendAtMs != rhs_storage._sendAtMs {return false}
+        if _storage._sendAtLocal != rhs_storage._sendAtLocal {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -2454,6 +2484,36 @@ nonisolated extension Pushrelay_V1_JobStatus: SwiftProtobuf.Message, SwiftProtob
   }
 
   public static func ==(lhs: Pushrelay_V1_JobStatus, rhs: Pushrelay_V1_JobStatus) -> Bool {
+    if lhs.jobID != rhs.jobID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Pushrelay_V1_CancelJob: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".CancelJob"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.jobID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.jobID.isEmpty {
+      try visitor.visitSingularStringField(value: self.jobID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Pushrelay_V1_CancelJob, rhs: Pushrelay_V1_CancelJob) -> Bool {
     if lhs.jobID != rhs.jobID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true

@@ -1,0 +1,57 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// How many notifications of one type a user received in the rolling hour and day before an instant, for
+/// the per-user caps of `rate_limits.per_user`.
+public struct SentCount: Sendable, Hashable {
+    /// Notifications delivered in the last hour.
+    public var lastHour: Int
+    /// Notifications delivered in the last 24 hours (the last hour included).
+    public var lastDay: Int
+
+    /// Creates a count.
+    public init(lastHour: Int, lastDay: Int) {
+        self.lastHour = lastHour
+        self.lastDay = lastDay
+    }
+}
+
+extension RelayStore {
+    /// What each of `users` received of `notificationType` in the rolling hour and day before `now`, in one query
+    /// over `deliveries` (index `deliveries_tenant_user`); users who received none are absent.
+    ///
+    /// A notification counts once per user however many of the user's devices it was delivered to: the count is
+    /// of distinct jobs with a row of outcome `delivered` and that type, sent after `now` − 1 h (the hour) or
+    /// `now` − 24 h (the day). Rows dated after `now` count too (another relay's clock may run ahead).
+    public func sentCounts(
+        tenant: String,
+        users: [String],
+        notificationType: String,
+        now: Date = Date()
+    ) async throws(RelayStoreError) -> [String: SentCount] {
+        guard !users.isEmpty else { return [:] }
+        let hourAgo = now.addingTimeInterval(-3_600)
+        let dayAgo = now.addingTimeInterval(-86_400)
+        do {
+            var counts: [String: SentCount] = [:]
+            for try await (user, lastHour, lastDay) in try await client.query(
+                """
+                SELECT user_id,
+                       (count(DISTINCT job_id) FILTER (WHERE sent_at > \(hourAgo)))::int8,
+                       count(DISTINCT job_id)::int8
+                FROM deliveries
+                WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND sent_at > \(dayAgo)
+                  AND outcome = 'delivered' AND notification_type = \(notificationType)
+                GROUP BY user_id
+                """,
+                logger: logger
+            ).decode((String, Int, Int).self) {
+                counts[user] = SentCount(lastHour: lastHour, lastDay: lastDay)
+            }
+            return counts
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+}

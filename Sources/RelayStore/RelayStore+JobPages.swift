@@ -1,0 +1,337 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// A page of a job's fan-out: up to a few hundred devices due at one time, leased by one relay process.
+public struct JobPage: Sendable, Hashable {
+    /// The job the page belongs to.
+    public var jobID: String
+    /// The page's number within the job (0 is the planner's own summary row).
+    public var page: Int
+    /// The tenant of the job.
+    public var tenantID: String
+    /// When the page may be sent.
+    public var dueAt: Date
+    /// The devices' tokens.
+    public var tokens: [String]
+    /// The devices' users, one per token.
+    public var users: [String]
+    /// How many times the page has been claimed; more than 1 means a process lost it (crash or stall).
+    public var claims: Int
+}
+
+/// The counts a finished page adds to its job.
+public struct JobPageCounts: Sendable, Hashable {
+    /// Devices sent to.
+    public var devices: Int
+    /// Devices APNs accepted the notification for.
+    public var delivered: Int
+    /// Devices whose attempt failed (rejected, dead token, gave up).
+    public var failed: Int
+    /// Recipients skipped by policy or without a device.
+    public var skipped: Int
+    /// Devices moved to a later page (quiet hours).
+    public var deferred: Int
+
+    /// Counts with the given values.
+    public init(devices: Int = 0, delivered: Int = 0, failed: Int = 0, skipped: Int = 0, deferred: Int = 0) {
+        self.devices = devices
+        self.delivered = delivered
+        self.failed = failed
+        self.skipped = skipped
+        self.deferred = deferred
+    }
+}
+
+/// How far a job's fan-out has come.
+public struct JobProgress: Sendable, Hashable {
+    /// The job's row.
+    public var job: JobRecord
+    /// Whether its pages are written.
+    public var planned: Bool
+    /// Pages due now (or overdue) that are not done.
+    public var pagesDue: Int
+    /// Pages due later (scheduled, deferred by quiet hours).
+    public var pagesLater: Int
+}
+
+extension RelayStore {
+    /// Leases one job that is due and not yet planned (or whose planner's lease ran out) to `owner` for
+    /// `lease`: the caller writes its pages (``addJobPage(jobID:tenant:page:dueAt:tokens:users:done:)``)
+    /// and then calls ``finishPlanning(jobID:owner:)``. Jobs are taken with `FOR UPDATE SKIP LOCKED`, so
+    /// several processes plan different jobs.
+    public func claimJobForPlanning(owner: String, lease: Duration) async throws(RelayStoreError) -> JobRecord? {
+        let seconds = Double(lease.components.seconds)
+        do {
+            for try await columns in try await client.query(
+                """
+                UPDATE jobs j SET planning_owner = \(owner),
+                    planning_until = now() + \(seconds)::float8 * interval '1 second', updated_at = now()
+                WHERE id = (
+                    SELECT id FROM jobs
+                    WHERE planned_at IS NULL AND state IN ('accepted', 'scheduled')
+                      AND coalesce(send_at, created_at) <= now()
+                      AND (planning_until IS NULL OR planning_until < now())
+                    ORDER BY coalesce(send_at, created_at)
+                    LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                )
+                RETURNING \(unescaped: Self.jobColumns)
+                """,
+                logger: logger
+            ).decode(JobColumns.self) {
+                return try Self.job(from: columns)
+            }
+            return nil
+        } catch let error as RelayStoreError {
+            throw error
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Writes one page of a job being planned. Writing the same page again (a planner that took over
+    /// after another one died) changes nothing. With `done`, the page is written finished with `skipped`
+    /// recipients (the planner's summary of recipients without a device).
+    public func addJobPage(
+        jobID: String,
+        tenant: String,
+        page: Int,
+        dueAt: Date,
+        tokens: [String],
+        users: [String],
+        skipped: Int = 0,
+        done: Bool = false
+    ) async throws(RelayStoreError) {
+        guard tokens.count == users.count else { throw .invalidArgument("a page needs one user per token") }
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        let state = done ? "done" : "pending"
+        do {
+            try await client.query(
+                """
+                INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users, state, skipped)
+                VALUES (\(uuid), \(page), \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[], \(state), \(skipped))
+                ON CONFLICT (job_id, page) DO NOTHING
+                """,
+                logger: logger
+            )
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Marks a job planned by `owner`: `running`, or `completed` at once when it has no page left to send.
+    /// Returns `false` when `owner` no longer holds the planning lease (another planner took over).
+    @discardableResult
+    public func finishPlanning(jobID: String, owner: String) async throws(RelayStoreError) -> Bool {
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        let updated = try await countRows(
+            """
+            UPDATE jobs SET planned_at = now(), planning_owner = NULL, planning_until = NULL, state = 'running',
+                updated_at = now()
+            WHERE id = \(uuid) AND planning_owner = \(owner) AND planned_at IS NULL
+              AND state IN ('accepted', 'scheduled')
+            RETURNING 1::int8
+            """
+        )
+        try await completeJobIfDone(jobID: jobID)
+        return updated == 1
+    }
+
+    /// Leases the next due page to `owner` for `lease`: a pending page that is due, or a leased one whose
+    /// lease ran out (its process died or stalled). Pages of cancelled jobs are not handed out.
+    public func claimJobPage(owner: String, lease: Duration) async throws(RelayStoreError) -> JobPage? {
+        let seconds = Double(lease.components.seconds)
+        do {
+            for try await (job, page, tenant, dueAt, tokens, users, claims) in try await client.query(
+                """
+                UPDATE job_pages p SET state = 'leased', lease_owner = \(owner),
+                    lease_until = now() + \(seconds)::float8 * interval '1 second', claims = claims + 1
+                WHERE (job_id, page) = (
+                    SELECT q.job_id, q.page FROM job_pages q JOIN jobs j ON j.id = q.job_id
+                    WHERE ((q.state = 'pending' AND q.due_at <= now()) OR (q.state = 'leased' AND q.lease_until < now()))
+                      AND j.state = 'running'
+                    ORDER BY q.due_at, q.job_id, q.page
+                    LIMIT 1
+                    FOR UPDATE OF q SKIP LOCKED
+                )
+                RETURNING job_id::text, page, tenant_id, due_at, tokens, users, claims
+                """,
+                logger: logger
+            ).decode((String, Int, String, Date, [String], [String], Int).self) {
+                return JobPage(
+                    jobID: job, page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens, users: users, claims: claims
+                )
+            }
+            return nil
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Extends `owner`'s lease on a page; `false` when the lease was lost (another process has the page).
+    public func renewJobPageLease(_ page: JobPage, owner: String, lease: Duration) async throws(RelayStoreError)
+        -> Bool
+    {
+        let seconds = Double(lease.components.seconds)
+        guard let uuid = UUID(uuidString: page.jobID) else { return false }
+        return try await countRows(
+            """
+            UPDATE job_pages SET lease_until = now() + \(seconds)::float8 * interval '1 second'
+            WHERE job_id = \(uuid) AND page = \(page.page) AND state = 'leased' AND lease_owner = \(owner)
+            RETURNING 1::int8
+            """
+        ) == 1
+    }
+
+    /// Marks `owner`'s page done with its counts, then completes the job when no page is left.
+    public func completeJobPage(_ page: JobPage, owner: String, counts: JobPageCounts) async throws(RelayStoreError) {
+        guard let uuid = UUID(uuidString: page.jobID) else { return }
+        _ = try await countRows(
+            """
+            UPDATE job_pages SET state = 'done', lease_owner = NULL, lease_until = NULL, devices = \(counts.devices),
+                delivered = \(counts.delivered), failed = \(counts.failed), skipped = \(counts.skipped),
+                deferred = \(counts.deferred)
+            WHERE job_id = \(uuid) AND page = \(page.page) AND state = 'leased' AND lease_owner = \(owner)
+            RETURNING 1::int8
+            """
+        )
+        try await completeJobIfDone(jobID: page.jobID)
+    }
+
+    /// Adds a page of devices deferred to `dueAt` (quiet hours) to a running job.
+    public func deferJobDevices(
+        jobID: String,
+        tenant: String,
+        dueAt: Date,
+        tokens: [String],
+        users: [String]
+    ) async throws(RelayStoreError) {
+        guard tokens.count == users.count else { throw .invalidArgument("a page needs one user per token") }
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        // The page number is the next free one; a concurrent writer taking it makes this try again.
+        for _ in 0..<10 {
+            do {
+                try await client.query(
+                    """
+                    INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users)
+                    SELECT \(uuid), coalesce(max(page), 0) + 1, \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[]
+                    FROM job_pages WHERE job_id = \(uuid)
+                    """,
+                    logger: logger
+                )
+                return
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                continue
+            } catch {
+                throw relayStoreFailure(error)
+            }
+        }
+        throw .databaseUnavailable("could not add a deferred page to job \(jobID)")
+    }
+
+    /// The tokens of `tokens` that already have a delivery row for the job (a page taken over from a
+    /// process that died sends only to the others).
+    public func recordedTokens(tenant: String, jobID: String, tokens: [String]) async throws(RelayStoreError)
+        -> Set<String>
+    {
+        var found: Set<String> = []
+        do {
+            for try await token in try await client.query(
+                """
+                SELECT DISTINCT token FROM deliveries
+                WHERE tenant_id = \(tenant) AND job_id = \(jobID) AND token = ANY(\(tokens)::text[])
+                """,
+                logger: logger
+            ).decode(String.self) {
+                found.insert(token)
+            }
+        } catch {
+            throw relayStoreFailure(error)
+        }
+        return found
+    }
+
+    /// Cancels a job that is not finished: nothing more is handed out (pages being sent finish).
+    /// Returns the job as it is afterwards, or `nil` when the tenant has no such job.
+    public func cancelJob(tenant: String, id: String) async throws(RelayStoreError) -> JobRecord? {
+        guard let uuid = UUID(uuidString: id) else { return nil }
+        _ = try await countRows(
+            """
+            UPDATE jobs SET state = 'cancelled', finished_at = now(), updated_at = now()
+            WHERE tenant_id = \(tenant) AND id = \(uuid) AND finished_at IS NULL
+            RETURNING 1::int8
+            """
+        )
+        _ = try await countRows(
+            """
+            UPDATE job_pages SET state = 'cancelled'
+            WHERE job_id = \(uuid) AND tenant_id = \(tenant) AND state = 'pending'
+            RETURNING 1::int8
+            """
+        )
+        return try await job(tenant: tenant, id: id)
+    }
+
+    /// The job with how many of its pages are due and not done, and how many wait for later.
+    public func jobProgress(tenant: String, id: String) async throws(RelayStoreError) -> JobProgress? {
+        guard let job = try await job(tenant: tenant, id: id), let uuid = UUID(uuidString: id) else { return nil }
+        do {
+            for try await (planned, due, later) in try await client.query(
+                """
+                SELECT (SELECT planned_at IS NOT NULL FROM jobs WHERE id = \(uuid)),
+                       count(*) FILTER (WHERE state IN ('pending', 'leased') AND due_at <= now()),
+                       count(*) FILTER (WHERE state IN ('pending', 'leased') AND due_at > now())
+                FROM job_pages WHERE job_id = \(uuid)
+                """,
+                logger: logger
+            ).decode((Bool, Int, Int).self) {
+                return JobProgress(job: job, planned: planned, pagesDue: due, pagesLater: later)
+            }
+        } catch {
+            throw relayStoreFailure(error)
+        }
+        return nil
+    }
+
+    /// The devices of a job's pages that wait for a later time (deferred by quiet hours, or local-time sends).
+    public func laterDevices(tenant: String, id: String) async throws(RelayStoreError)
+        -> [(token: String, user: String, dueAt: Date)]
+    {
+        guard let uuid = UUID(uuidString: id) else { return [] }
+        var devices: [(token: String, user: String, dueAt: Date)] = []
+        do {
+            for try await (tokens, users, dueAt) in try await client.query(
+                """
+                SELECT tokens, users, due_at FROM job_pages
+                WHERE job_id = \(uuid) AND tenant_id = \(tenant) AND state = 'pending' AND due_at > now()
+                """,
+                logger: logger
+            ).decode(([String], [String], Date).self) {
+                for (token, user) in zip(tokens, users) { devices.append((token, user, dueAt)) }
+            }
+        } catch {
+            throw relayStoreFailure(error)
+        }
+        return devices
+    }
+
+    /// Completes a running, planned job whose pages are all done, summing their counts.
+    private func completeJobIfDone(jobID: String) async throws(RelayStoreError) {
+        guard let uuid = UUID(uuidString: jobID) else { return }
+        _ = try await countRows(
+            """
+            UPDATE jobs j SET state = 'completed', finished_at = now(), updated_at = now(),
+                devices = s.devices, delivered = s.delivered, failed = s.failed, skipped = s.skipped
+            FROM (
+                SELECT coalesce(sum(devices), 0)::int AS devices, coalesce(sum(delivered), 0)::int AS delivered,
+                       coalesce(sum(failed), 0)::int AS failed, coalesce(sum(skipped), 0)::int AS skipped
+                FROM job_pages WHERE job_id = \(uuid)
+            ) s
+            WHERE j.id = \(uuid) AND j.state = 'running' AND j.planned_at IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM job_pages WHERE job_id = \(uuid) AND state IN ('pending', 'leased'))
+            RETURNING 1::int8
+            """
+        )
+    }
+}
