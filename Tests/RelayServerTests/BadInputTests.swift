@@ -5,167 +5,170 @@ import PushRelayProtocol
 import RelayServer
 import Testing
 
-/// Bad input gets a typed ERROR frame; the connection closes only when the framing itself is broken; the
-/// relay goes on serving.
-@Suite(.serialized) struct BadInputTests {
-    private func header(length: UInt32, version: UInt8 = 1, flags: UInt8 = 0, kind: UInt16, requestID: UInt32)
-        -> [UInt8]
-    {
-        var buffer = ByteBuffer()
-        FrameHeader(
-            length: length, version: version, flags: FrameFlags(rawValue: flags), kind: FrameKind(rawValue: kind),
-            requestID: requestID
-        ).write(to: &buffer)
-        return Array(buffer.readableBytesView)
-    }
-
-    @Test func everyBadFrameGetsItsErrorAndTheConnectionGoesOn() async throws {
-        try await RelayHarness.with { relay in
-            let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-            // Before HELLO: anything else is HELLO_REQUIRED, and the connection stays.
-            try await connection.send(kind: .listDevices, requestID: 5, message: Pushrelay_V1_ListDevices())
-            #expect(await connection.nextError() == .helloRequired)
-            let ok = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
-            #expect(ok.kind == FrameKind.hello.answer)
-            #expect(try ok.decode(Pushrelay_V1_HelloOk.self).maxFrameBytes == 1_048_576)
-
-            try await connection.send(header(length: 0, kind: 0x0777, requestID: 6))
-            #expect(await connection.nextError() == .unknownKind)
-            try await connection.send(header(length: 0, version: 9, kind: 0x0002, requestID: 7))
-            #expect(await connection.nextError() == .unsupportedVersion)
-            try await connection.send(header(length: 0, flags: 0x80, kind: 0x0002, requestID: 8))
-            #expect(await connection.nextError() == .badFrame)
-            try await connection.send(header(length: 2, kind: 0x0010, requestID: 9) + [0x0A, 0xFF])
-            #expect(await connection.nextError() == .invalidBody)
-            // A zstd bomb: 64 MiB of zeros declared in a few bytes.
-            let bomb = Zstd.compress(
-                ByteBuffer(repeating: 0, count: 64 << 20), level: 19, allocator: ByteBufferAllocator()
-            )
-            try await connection.send(
-                header(length: UInt32(bomb.readableBytes), flags: 0x01, kind: 0x0020, requestID: 10)
-                    + Array(bomb.readableBytesView)
-            )
-            #expect(await connection.nextError() == .decompressedTooLarge)
-            try await connection.send(header(length: 4, flags: 0x01, kind: 0x0020, requestID: 11) + [1, 2, 3, 4])
-            #expect(await connection.nextError() == .badCompression)
-            try await connection.send(kind: .hello, requestID: 12, message: Pushrelay_V1_Hello())
-            #expect(await connection.nextError() == .alreadyAuthenticated)
-            try await connection.send(kind: .ping, requestID: 0, message: Pushrelay_V1_Ping())
-            #expect(await connection.nextError() == .invalidArgument)
-            var status = Pushrelay_V1_JobStatus()
-            status.jobID = "not-a-job"
-            try await connection.send(kind: .jobStatus, requestID: 13, message: status)
-            #expect(await connection.nextError() == .notFound)
-            #expect(try await connection.pingWorks())
-
-            // A frame declaring a body over the limit breaks the framing: error, then close.
-            try await connection.send(header(length: 50_000_000, kind: 0x0020, requestID: 14))
-            #expect(await connection.nextError() == .frameTooLarge)
-            #expect(await connection.isClosedByRelay())
-            await connection.close()
-
-            // The relay still serves.
-            let client = relay.client("circl")
-            #expect(try await client.ping(nonce: 1) == 1)
-            await client.close()
+extension RelayServerSuites {
+    /// Bad input gets a typed ERROR frame; the connection closes only when the framing itself is broken; the
+    /// relay goes on serving.
+    @Suite struct BadInputTests {
+        private func header(length: UInt32, version: UInt8 = 1, flags: UInt8 = 0, kind: UInt16, requestID: UInt32)
+            -> [UInt8]
+        {
+            var buffer = ByteBuffer()
+            FrameHeader(
+                length: length, version: version, flags: FrameFlags(rawValue: flags), kind: FrameKind(rawValue: kind),
+                requestID: requestID
+            ).write(to: &buffer)
+            return Array(buffer.readableBytesView)
         }
-    }
 
-    @Test func wrongCredentialsAreRefusedAndClosed() async throws {
-        try await RelayHarness.with { relay in
-            for (tenant, credential) in [
-                ("circl", "prk_not-a-real-secret"), ("familyportal", relay.credentials["circl"]!),
-                ("circl", ""),
-            ] {
+        @Test func everyBadFrameGetsItsErrorAndTheConnectionGoesOn() async throws {
+            try await RelayHarness.with { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-                let answer = try #require(await connection.hello(tenant: tenant, credential: credential))
-                #expect(answer.kind == .error)
-                #expect(try answer.decode(Pushrelay_V1_Error.self).code == .authenticationFailed)
+                // Before HELLO: anything else is HELLO_REQUIRED, and the connection stays.
+                try await connection.send(kind: .listDevices, requestID: 5, message: Pushrelay_V1_ListDevices())
+                #expect(await connection.nextError() == .helloRequired)
+                let ok = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                #expect(ok.kind == FrameKind.hello.answer)
+                #expect(try ok.decode(Pushrelay_V1_HelloOk.self).maxFrameBytes == 1_048_576)
+
+                try await connection.send(header(length: 0, kind: 0x0777, requestID: 6))
+                #expect(await connection.nextError() == .unknownKind)
+                try await connection.send(header(length: 0, version: 9, kind: 0x0002, requestID: 7))
+                #expect(await connection.nextError() == .unsupportedVersion)
+                try await connection.send(header(length: 0, flags: 0x80, kind: 0x0002, requestID: 8))
+                #expect(await connection.nextError() == .badFrame)
+                try await connection.send(header(length: 2, kind: 0x0010, requestID: 9) + [0x0A, 0xFF])
+                #expect(await connection.nextError() == .invalidBody)
+                // A zstd bomb: 64 MiB of zeros declared in a few bytes.
+                let bomb = Zstd.compress(
+                    ByteBuffer(repeating: 0, count: 64 << 20), level: 19, allocator: ByteBufferAllocator()
+                )
+                try await connection.send(
+                    header(length: UInt32(bomb.readableBytes), flags: 0x01, kind: 0x0020, requestID: 10)
+                        + Array(bomb.readableBytesView)
+                )
+                #expect(await connection.nextError() == .decompressedTooLarge)
+                try await connection.send(header(length: 4, flags: 0x01, kind: 0x0020, requestID: 11) + [1, 2, 3, 4])
+                #expect(await connection.nextError() == .badCompression)
+                try await connection.send(kind: .hello, requestID: 12, message: Pushrelay_V1_Hello())
+                #expect(await connection.nextError() == .alreadyAuthenticated)
+                try await connection.send(kind: .ping, requestID: 0, message: Pushrelay_V1_Ping())
+                #expect(await connection.nextError() == .invalidArgument)
+                var status = Pushrelay_V1_JobStatus()
+                status.jobID = "not-a-job"
+                try await connection.send(kind: .jobStatus, requestID: 13, message: status)
+                #expect(await connection.nextError() == .notFound)
+                #expect(try await connection.pingWorks())
+
+                // A frame declaring a body over the limit breaks the framing: error, then close.
+                try await connection.send(header(length: 50_000_000, kind: 0x0020, requestID: 14))
+                #expect(await connection.nextError() == .frameTooLarge)
+                #expect(await connection.isClosedByRelay())
+                await connection.close()
+
+                // The relay still serves.
+                let client = relay.client("circl")
+                #expect(try await client.ping(nonce: 1) == 1)
+                await client.close()
+            }
+        }
+
+        @Test func wrongCredentialsAreRefusedAndClosed() async throws {
+            try await RelayHarness.with { relay in
+                for (tenant, credential) in [
+                    ("circl", "prk_not-a-real-secret"), ("familyportal", relay.credentials["circl"]!),
+                    ("circl", ""),
+                ] {
+                    let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                    let answer = try #require(await connection.hello(tenant: tenant, credential: credential))
+                    #expect(answer.kind == .error)
+                    #expect(try answer.decode(Pushrelay_V1_Error.self).code == .authenticationFailed)
+                    #expect(await connection.isClosedByRelay())
+                    await connection.close()
+                }
+                let client = relay.client("circl", credential: "prk_wrong")
+                #expect(await errorCode { try await client.ping() } == .authenticationFailed)
+            }
+        }
+
+        @Test func helloMustComeWithinTheDeadline() async throws {
+            try await RelayHarness.with(configure: { $0.helloTimeout = .milliseconds(300) }) { relay in
+                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                // Half a header, then silence.
+                try await connection.send([0, 0, 0])
                 #expect(await connection.isClosedByRelay())
                 await connection.close()
             }
-            let client = relay.client("circl", credential: "prk_wrong")
-            #expect(await errorCode { try await client.ping() } == .authenticationFailed)
         }
-    }
 
-    @Test func helloMustComeWithinTheDeadline() async throws {
-        try await RelayHarness.with(configure: { $0.helloTimeout = .milliseconds(300) }) { relay in
-            let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-            // Half a header, then silence.
-            try await connection.send([0, 0, 0])
-            #expect(await connection.isClosedByRelay())
-            await connection.close()
-        }
-    }
-
-    @Test func idleConnectionsAreSaidGoodbyeAndClosed() async throws {
-        try await RelayHarness.with(configure: { $0.idleTimeout = .milliseconds(400) }) { relay in
-            let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-            _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
-            let goodbye = try #require(await connection.next())
-            #expect(goodbye.kind == .goodbye)
-            #expect(goodbye.requestID == 0)
-            #expect(await connection.isClosedByRelay())
-            await connection.close()
-        }
-    }
-
-    @Test func inFlightLimitSlowsAPipeliningClientWithoutErrors() async throws {
-        try await RelayHarness.with(configure: { $0.limits.maxInFlight = 2 }) { relay in
-            let client = relay.client("circl")
-            _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
-            let results = try await withThrowingTaskGroup(of: Bool.self) { group in
-                for index in 0..<40 {
-                    group.addTask {
-                        if index.isMultiple(of: 2) {
-                            return try await client.listDevices(userID: "ada").devices.count == 1
-                        }
-                        return try await client.send(circlMessage(to: ["ada"])).job.delivered == 1
-                    }
-                }
-                var collected: [Bool] = []
-                for try await result in group { collected.append(result) }
-                return collected
-            }
-            #expect(results.count == 40)
-            #expect(results.allSatisfy { $0 })
-            await client.close()
-        }
-    }
-
-    @Test func seededRandomFramesNeverCrashOrWedgeTheRelay() async throws {
-        try await RelayHarness.with { relay in
-            var generator = SeededGenerator(seed: 20_261_121)
-            let kinds: [UInt16] = FrameKind.requests.map(\.rawValue) + [0, 0x8001, 0x4040, 0xFFFF, 0x3FFF]
-            for round in 0..<40 {
+        @Test func idleConnectionsAreSaidGoodbyeAndClosed() async throws {
+            try await RelayHarness.with(configure: { $0.idleTimeout = .milliseconds(400) }) { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-                if round.isMultiple(of: 2) {
-                    _ = try await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!)
-                }
-                var bytes: [UInt8] = []
-                for _ in 0..<50 {
-                    let length = Int.random(in: 0...64, using: &generator)
-                    let body = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
-                    let flags: UInt8 = Bool.random(using: &generator) ? 0 : UInt8.random(in: 0...3, using: &generator)
-                    let kind = kinds.randomElement(using: &generator)!
-                    bytes +=
-                        header(
-                            length: UInt32(length), flags: flags, kind: kind,
-                            requestID: UInt32.random(in: 1...1_000, using: &generator)
-                        ) + body
-                }
-                // Now and then, flip random bytes of the stream itself (lengths included).
-                if round.isMultiple(of: 3) {
-                    for _ in 0..<5 { bytes[Int.random(in: 0..<bytes.count, using: &generator)] ^= 0xFF }
-                }
-                try? await connection.send(bytes)
-                try? await Task.sleep(for: .milliseconds(20))
+                _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                let goodbye = try #require(await connection.next())
+                #expect(goodbye.kind == .goodbye)
+                #expect(goodbye.requestID == 0)
+                #expect(await connection.isClosedByRelay())
                 await connection.close()
             }
-            let client = relay.client("circl")
-            #expect(try await client.ping(nonce: 9) == 9)
-            await client.close()
+        }
+
+        @Test func inFlightLimitSlowsAPipeliningClientWithoutErrors() async throws {
+            try await RelayHarness.with(configure: { $0.limits.maxInFlight = 2 }) { relay in
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                let results = try await withThrowingTaskGroup(of: Bool.self) { group in
+                    for index in 0..<40 {
+                        group.addTask {
+                            if index.isMultiple(of: 2) {
+                                return try await client.listDevices(userID: "ada").devices.count == 1
+                            }
+                            return try await client.send(circlMessage(to: ["ada"])).job.delivered == 1
+                        }
+                    }
+                    var collected: [Bool] = []
+                    for try await result in group { collected.append(result) }
+                    return collected
+                }
+                #expect(results.count == 40)
+                #expect(results.allSatisfy { $0 })
+                await client.close()
+            }
+        }
+
+        @Test func seededRandomFramesNeverCrashOrWedgeTheRelay() async throws {
+            try await RelayHarness.with { relay in
+                var generator = SeededGenerator(seed: 20_261_121)
+                let kinds: [UInt16] = FrameKind.requests.map(\.rawValue) + [0, 0x8001, 0x4040, 0xFFFF, 0x3FFF]
+                for round in 0..<40 {
+                    let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                    if round.isMultiple(of: 2) {
+                        _ = try await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!)
+                    }
+                    var bytes: [UInt8] = []
+                    for _ in 0..<50 {
+                        let length = Int.random(in: 0...64, using: &generator)
+                        let body = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                        let flags: UInt8 =
+                            Bool.random(using: &generator) ? 0 : UInt8.random(in: 0...3, using: &generator)
+                        let kind = kinds.randomElement(using: &generator)!
+                        bytes +=
+                            header(
+                                length: UInt32(length), flags: flags, kind: kind,
+                                requestID: UInt32.random(in: 1...1_000, using: &generator)
+                            ) + body
+                    }
+                    // Now and then, flip random bytes of the stream itself (lengths included).
+                    if round.isMultiple(of: 3) {
+                        for _ in 0..<5 { bytes[Int.random(in: 0..<bytes.count, using: &generator)] ^= 0xFF }
+                    }
+                    try? await connection.send(bytes)
+                    try? await Task.sleep(for: .milliseconds(20))
+                    await connection.close()
+                }
+                let client = relay.client("circl")
+                #expect(try await client.ping(nonce: 9) == 9)
+                await client.close()
+            }
         }
     }
 }

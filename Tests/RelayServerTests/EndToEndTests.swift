@@ -7,217 +7,225 @@ import RelayServer
 import RelayStore
 import Testing
 
-/// Swift client → relay → simulator, with delivery rows in PostgreSQL, for every method of the protocol.
-@Suite(.serialized) struct EndToEndTests {
-    @Test func devicesAreRegisteredListedAndUnregistered() async throws {
-        try await RelayHarness.with { relay in
-            let client = relay.client("circl")
-            let token = randomToken()
-            let registered = try await client.registerDevice(registration(user: "u1", token: token))
-            #expect(registered.status == .created)
-            #expect(registered.device.token == token)
-            // circl's policy: the token moves to whoever registers it last.
-            let moved = try await client.registerDevice(registration(user: "u2", token: token))
-            #expect(moved.status == .moved)
-            #expect(moved.previousUserID == "u1")
-            #expect(try await client.listDevices(userID: "u1").devices.isEmpty)
-            #expect(try await client.listDevices(userID: "u2").devices.map(\.token) == [token])
-            var unregister = Pushrelay_V1_UnregisterDevice()
-            unregister.token = token
-            #expect(try await client.unregisterDevice(unregister).removed == 1)
-            #expect(try await client.listDevices(userID: "u2").devices.isEmpty)
-            #expect(try await client.ping(nonce: 42) == 42)
-            await client.close()
-        }
-    }
-
-    @Test func sendReachesTheSimulatorWithTheTypesHeadersAndIsRecorded() async throws {
-        try await RelayHarness.with { relay in
-            let client = relay.client("circl")
-            let tokens = [randomToken(), randomToken()]
-            _ = try await client.registerDevice(registration(user: "ada", token: tokens[0]))
-            _ = try await client.registerDevice(registration(user: "bob", token: tokens[1], environment: .sandbox))
-            _ = try await client.registerDevice(registration(user: "sender", token: randomToken()))
-            let result = try await client.send(
-                circlMessage(to: ["ada", "bob", "sender", "nobody"], excluding: ["sender"]))
-            #expect(result.outcomes.count == 3)
-            #expect(result.outcomes.filter { $0.outcome == "delivered" }.map(\.userID).sorted() == ["ada", "bob"])
-            #expect(result.outcomes.first { $0.userID == "nobody" }?.reason == "no_device")
-            #expect(result.job.state == .completed)
-            #expect(result.job.delivered == 2 && result.job.skipped == 1)
-
-            let requests = relay.simulator.receivedRequests()
-            #expect(Set(requests.compactMap(\.deviceToken)) == Set(tokens))
-            for request in requests {
-                #expect(request.header("apns-topic") == "com.fragne.circl")
-                #expect(request.header("apns-push-type") == "alert")
-                #expect(request.header("apns-priority") == "10")
-                #expect(Int64(request.header("apns-expiration") ?? "") ?? 0 > Int64(Date().timeIntervalSince1970))
-                let payload = try JSONSerialization.jsonObject(with: Data(request.payload)) as? [String: Any]
-                let aps = payload?["aps"] as? [String: Any]
-                #expect(aps?["thread-id"] as? String == "circle-7-channel-3")
-                #expect((aps?["alert"] as? [String: Any])?["title"] as? String == "Ada")
-                #expect(payload?["type"] as? String == "message")
+extension RelayServerSuites {
+    /// Swift client → relay → simulator, with delivery rows in PostgreSQL, for every method of the protocol.
+    @Suite struct EndToEndTests {
+        @Test func devicesAreRegisteredListedAndUnregistered() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                let token = randomToken()
+                let registered = try await client.registerDevice(registration(user: "u1", token: token))
+                #expect(registered.status == .created)
+                #expect(registered.device.token == token)
+                // circl's policy: the token moves to whoever registers it last.
+                let moved = try await client.registerDevice(registration(user: "u2", token: token))
+                #expect(moved.status == .moved)
+                #expect(moved.previousUserID == "u1")
+                #expect(try await client.listDevices(userID: "u1").devices.isEmpty)
+                #expect(try await client.listDevices(userID: "u2").devices.map(\.token) == [token])
+                var unregister = Pushrelay_V1_UnregisterDevice()
+                unregister.token = token
+                #expect(try await client.unregisterDevice(unregister).removed == 1)
+                #expect(try await client.listDevices(userID: "u2").devices.isEmpty)
+                #expect(try await client.ping(nonce: 42) == 42)
+                await client.close()
             }
-
-            var query = Pushrelay_V1_QueryDeliveries()
-            query.jobID = result.jobID
-            let rows = try await client.queryDeliveries(query).deliveries
-            #expect(rows.count == 2)
-            #expect(rows.allSatisfy { $0.outcome == "delivered" && !$0.apnsID.isEmpty })
-            #expect(try await relay.store.deliveries(tenant: "circl", job: result.jobID).count == 2)
-            #expect(try await client.jobStatus(jobID: result.jobID).state == .completed)
-            await client.close()
         }
-    }
 
-    @Test func sendWithoutWaitAnswersAJobAtOnceAndIdempotencyKeysReturnIt() async throws {
-        try await RelayHarness.with { relay in
-            let client = relay.client("circl")
-            _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
-            var send = circlMessage(to: ["ada"], wait: false)
-            send.idempotencyKey = "message-991"
-            let first = try await client.send(send)
-            #expect(!first.duplicate)
-            #expect(first.outcomes.isEmpty)
-            var job = try await client.jobStatus(jobID: first.jobID)
-            for _ in 0..<200 where job.state != .completed {
-                try await Task.sleep(for: .milliseconds(20))
-                job = try await client.jobStatus(jobID: first.jobID)
+        @Test func sendReachesTheSimulatorWithTheTypesHeadersAndIsRecorded() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                let tokens = [randomToken(), randomToken()]
+                _ = try await client.registerDevice(registration(user: "ada", token: tokens[0]))
+                _ = try await client.registerDevice(registration(user: "bob", token: tokens[1], environment: .sandbox))
+                _ = try await client.registerDevice(registration(user: "sender", token: randomToken()))
+                let result = try await client.send(
+                    circlMessage(to: ["ada", "bob", "sender", "nobody"], excluding: ["sender"]))
+                #expect(result.outcomes.count == 3)
+                #expect(result.outcomes.filter { $0.outcome == "delivered" }.map(\.userID).sorted() == ["ada", "bob"])
+                #expect(result.outcomes.first { $0.userID == "nobody" }?.reason == "no_device")
+                #expect(result.job.state == .completed)
+                #expect(result.job.delivered == 2 && result.job.skipped == 1)
+
+                let requests = relay.simulator.receivedRequests()
+                #expect(Set(requests.compactMap(\.deviceToken)) == Set(tokens))
+                for request in requests {
+                    #expect(request.header("apns-topic") == "com.fragne.circl")
+                    #expect(request.header("apns-push-type") == "alert")
+                    #expect(request.header("apns-priority") == "10")
+                    #expect(Int64(request.header("apns-expiration") ?? "") ?? 0 > Int64(Date().timeIntervalSince1970))
+                    let payload = try JSONSerialization.jsonObject(with: Data(request.payload)) as? [String: Any]
+                    let aps = payload?["aps"] as? [String: Any]
+                    #expect(aps?["thread-id"] as? String == "circle-7-channel-3")
+                    #expect((aps?["alert"] as? [String: Any])?["title"] as? String == "Ada")
+                    #expect(payload?["type"] as? String == "message")
+                }
+
+                var query = Pushrelay_V1_QueryDeliveries()
+                query.jobID = result.jobID
+                let rows = try await client.queryDeliveries(query).deliveries
+                #expect(rows.count == 2)
+                #expect(rows.allSatisfy { $0.outcome == "delivered" && !$0.apnsID.isEmpty })
+                #expect(try await relay.store.deliveries(tenant: "circl", job: result.jobID).count == 2)
+                #expect(try await client.jobStatus(jobID: result.jobID).state == .completed)
+                await client.close()
             }
-            #expect(job.state == .completed)
-            #expect(job.delivered == 1)
-            let again = try await client.send(send)
-            #expect(again.duplicate)
-            #expect(again.jobID == first.jobID)
-            #expect(relay.simulator.statistics().requestsReceived == 1)
-            await client.close()
         }
-    }
 
-    @Test func deadTokensAreDeactivatedAndStreamedWithApplesTimestamp() async throws {
-        try await RelayHarness.with { relay in
-            let client = relay.client("circl")
-            let events = try await client.subscribeResults(receipts: true)
-            _ = try await client.registerDevice(registration(user: "gone", token: RelayHarness.deadToken))
-            _ = try await client.registerDevice(registration(user: "here", token: randomToken()))
-            let result = try await client.send(circlMessage(to: ["gone", "here"]))
-            let dead = try #require(result.outcomes.first { $0.userID == "gone" })
-            #expect(dead.outcome == "dead_token")
-            #expect(dead.reason == "Unregistered")
-            #expect(dead.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
-            var seen: [Pushrelay_V1_ResultEvent] = []
-            for await event in events {
-                seen.append(event)
-                if seen.count == 2 { break }
+        @Test func sendWithoutWaitAnswersAJobAtOnceAndIdempotencyKeysReturnIt() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                var send = circlMessage(to: ["ada"], wait: false)
+                send.idempotencyKey = "message-991"
+                let first = try await client.send(send)
+                #expect(!first.duplicate)
+                #expect(first.outcomes.isEmpty)
+                var job = try await client.jobStatus(jobID: first.jobID)
+                for _ in 0..<200 where job.state != .completed {
+                    try await Task.sleep(for: .milliseconds(20))
+                    job = try await client.jobStatus(jobID: first.jobID)
+                }
+                #expect(job.state == .completed)
+                #expect(job.delivered == 1)
+                let again = try await client.send(send)
+                #expect(again.duplicate)
+                #expect(again.jobID == first.jobID)
+                #expect(relay.simulator.statistics().requestsReceived == 1)
+                await client.close()
             }
-            let deadEvent = try #require(
-                seen.compactMap { event -> Pushrelay_V1_DeadToken? in
-                    if case .deadToken(let dead) = event.event { return dead }
-                    return nil
-                }.first)
-            #expect(deadEvent.token == RelayHarness.deadToken)
-            #expect(deadEvent.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
-            #expect(deadEvent.jobID == result.jobID)
-            #expect(
-                seen.contains { if case .receipt(let receipt) = $0.event { receipt.userID == "here" } else { false } })
-            let device = try #require(try await client.listDevices(userID: "gone").devices.first)
-            #expect(!device.active)
-            #expect(device.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
-            await client.close()
         }
-    }
 
-    @Test func topicSendsReachSubscribedDevicesButTheSender() async throws {
-        try await RelayHarness.with { relay in
-            let client = relay.client("familyportal")
-            let tokens = [randomToken(), randomToken(), randomToken()]
-            _ = try await client.registerDevice(registration(user: "mum", token: tokens[0], topics: ["chat"]))
-            _ = try await client.registerDevice(
-                registration(user: "kid", token: tokens[1], environment: .sandbox, topics: ["chat"]))
-            _ = try await client.registerDevice(registration(user: "dad", token: tokens[2], topics: ["photos"]))
-            var send = Pushrelay_V1_Send()
-            send.notificationType = "chat_message"
-            send.topic = "chat"
-            send.excludeUserIds = ["mum"]
-            send.alert.body = "Dinner?"
-            send.wait = true
-            let result = try await client.send(send)
-            #expect(result.outcomes.map(\.userID) == ["kid"])
-            #expect(result.outcomes.first?.environment == .sandbox)
-            #expect(relay.simulator.receivedRequests().compactMap(\.deviceToken) == [tokens[1]])
-            await client.close()
+        @Test func deadTokensAreDeactivatedAndStreamedWithApplesTimestamp() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                let events = try await client.subscribeResults(receipts: true)
+                _ = try await client.registerDevice(registration(user: "gone", token: RelayHarness.deadToken))
+                _ = try await client.registerDevice(registration(user: "here", token: randomToken()))
+                let result = try await client.send(circlMessage(to: ["gone", "here"]))
+                let dead = try #require(result.outcomes.first { $0.userID == "gone" })
+                #expect(dead.outcome == "dead_token")
+                #expect(dead.reason == "Unregistered")
+                #expect(dead.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
+                var seen: [Pushrelay_V1_ResultEvent] = []
+                for await event in events {
+                    seen.append(event)
+                    if seen.count == 2 { break }
+                }
+                let deadEvent = try #require(
+                    seen.compactMap { event -> Pushrelay_V1_DeadToken? in
+                        if case .deadToken(let dead) = event.event { return dead }
+                        return nil
+                    }.first)
+                #expect(deadEvent.token == RelayHarness.deadToken)
+                #expect(deadEvent.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
+                #expect(deadEvent.jobID == result.jobID)
+                #expect(
+                    seen.contains {
+                        if case .receipt(let receipt) = $0.event { receipt.userID == "here" } else { false }
+                    })
+                let device = try #require(try await client.listDevices(userID: "gone").devices.first)
+                #expect(!device.active)
+                #expect(device.invalidatedAtMs == RelayHarness.deadTokenTimestamp)
+                await client.close()
+            }
         }
-    }
 
-    @Test func preferencesMutesAndPresenceAreStoredPerUser() async throws {
-        try await RelayHarness.with { relay in
-            let client = relay.client("circl")
-            var set = Pushrelay_V1_SetPreferences()
-            set.userID = "ada"
-            var off = Pushrelay_V1_TypePreference()
-            off.notificationType = "announcement"
-            off.enabled = false
-            set.preferences = [off]
-            let preferences = try await client.setPreferences(set)
-            #expect(preferences.preferences.first { $0.notificationType == "announcement" }?.enabled == false)
-            #expect(
-                try await client.preferences(userID: "ada").preferences.first { $0.notificationType == "announcement" }?
+        @Test func topicSendsReachSubscribedDevicesButTheSender() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("familyportal")
+                let tokens = [randomToken(), randomToken(), randomToken()]
+                _ = try await client.registerDevice(registration(user: "mum", token: tokens[0], topics: ["chat"]))
+                _ = try await client.registerDevice(
+                    registration(user: "kid", token: tokens[1], environment: .sandbox, topics: ["chat"]))
+                _ = try await client.registerDevice(registration(user: "dad", token: tokens[2], topics: ["photos"]))
+                var send = Pushrelay_V1_Send()
+                send.notificationType = "chat_message"
+                send.topic = "chat"
+                send.excludeUserIds = ["mum"]
+                send.alert.body = "Dinner?"
+                send.wait = true
+                let result = try await client.send(send)
+                #expect(result.outcomes.map(\.userID) == ["kid"])
+                #expect(result.outcomes.first?.environment == .sandbox)
+                #expect(relay.simulator.receivedRequests().compactMap(\.deviceToken) == [tokens[1]])
+                await client.close()
+            }
+        }
+
+        @Test func preferencesMutesAndPresenceAreStoredPerUser() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                var set = Pushrelay_V1_SetPreferences()
+                set.userID = "ada"
+                var off = Pushrelay_V1_TypePreference()
+                off.notificationType = "announcement"
+                off.enabled = false
+                set.preferences = [off]
+                let preferences = try await client.setPreferences(set)
+                #expect(preferences.preferences.first { $0.notificationType == "announcement" }?.enabled == false)
+                #expect(
+                    try await client.preferences(userID: "ada").preferences.first {
+                        $0.notificationType == "announcement"
+                    }?
                     .enabled == false)
-            #expect(
-                try await client.preferences(userID: "bob").preferences.first { $0.notificationType == "announcement" }?
+                #expect(
+                    try await client.preferences(userID: "bob").preferences.first {
+                        $0.notificationType == "announcement"
+                    }?
                     .enabled == true)
-            // A mandatory type cannot be turned off.
-            off.notificationType = "silent_refresh"
-            set.preferences = [off]
-            #expect(await errorCode { try await client.setPreferences(set) } == .invalidArgument)
-            off.notificationType = "no_such_type"
-            set.preferences = [off]
-            #expect(await errorCode { try await client.setPreferences(set) } == .invalidArgument)
+                // A mandatory type cannot be turned off.
+                off.notificationType = "silent_refresh"
+                set.preferences = [off]
+                #expect(await errorCode { try await client.setPreferences(set) } == .invalidArgument)
+                off.notificationType = "no_such_type"
+                set.preferences = [off]
+                #expect(await errorCode { try await client.setPreferences(set) } == .invalidArgument)
 
-            var mute = Pushrelay_V1_SetMute()
-            mute.userID = "ada"
-            mute.threadID = "circle-7-channel-3"
-            _ = try await client.setMute(mute)
-            mute.threadID = ""
-            mute.scope = "circle-7"
-            mute.untilMs = Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000)
-            _ = try await client.setMute(mute)
-            #expect(try await client.mutes(userID: "ada").mutes.count == 2)
-            var clear = Pushrelay_V1_ClearMute()
-            clear.userID = "ada"
-            clear.threadID = "circle-7-channel-3"
-            #expect(try await client.clearMute(clear).removed == 1)
-            #expect(try await client.mutes(userID: "ada").mutes.map(\.scope) == ["circle-7"])
-            mute.scope = "circle-7"
-            mute.threadID = "both-given"
-            #expect(await errorCode { try await client.setMute(mute) } == .invalidArgument)
+                var mute = Pushrelay_V1_SetMute()
+                mute.userID = "ada"
+                mute.threadID = "circle-7-channel-3"
+                _ = try await client.setMute(mute)
+                mute.threadID = ""
+                mute.scope = "circle-7"
+                mute.untilMs = Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000)
+                _ = try await client.setMute(mute)
+                #expect(try await client.mutes(userID: "ada").mutes.count == 2)
+                var clear = Pushrelay_V1_ClearMute()
+                clear.userID = "ada"
+                clear.threadID = "circle-7-channel-3"
+                #expect(try await client.clearMute(clear).removed == 1)
+                #expect(try await client.mutes(userID: "ada").mutes.map(\.scope) == ["circle-7"])
+                mute.scope = "circle-7"
+                mute.threadID = "both-given"
+                #expect(await errorCode { try await client.setMute(mute) } == .invalidArgument)
 
-            let presence = try await client.setPresence(userID: "ada", threadID: "circle-7-channel-3", seconds: 30)
-            #expect(presence.untilMs > Int64(Date().timeIntervalSince1970 * 1000))
-            await client.close()
+                let presence = try await client.setPresence(userID: "ada", threadID: "circle-7-channel-3", seconds: 30)
+                #expect(presence.untilMs > Int64(Date().timeIntervalSince1970 * 1000))
+                await client.close()
+            }
         }
-    }
 
-    @Test func invalidSendsAreRefusedWithTheirField() async throws {
-        try await RelayHarness.with(configure: { $0.limits.maxRecipients = 3 }) { relay in
-            let client = relay.client("circl")
-            var send = circlMessage(to: ["ada"])
-            send.templateValues = [:]
-            #expect(await errorCode { try await client.send(send) } == .invalidArgument)
-            send = circlMessage(to: ["a", "b", "c", "d"])
-            #expect(await errorCode { try await client.send(send) } == .tooManyRecipients)
-            send = circlMessage(to: ["ada"])
-            send.notificationType = "nope"
-            #expect(await errorCode { try await client.send(send) } == .invalidArgument)
-            send = circlMessage(to: ["ada"])
-            send.topic = "chat"
-            #expect(await errorCode { try await client.send(send) } == .invalidArgument)
-            send = circlMessage(to: ["ada"])
-            send.sendAtMs = Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000)
-            #expect(await errorCode { try await client.send(send) } == .notSupported)
-            #expect(relay.simulator.statistics().requestsReceived == 0)
-            await client.close()
+        @Test func invalidSendsAreRefusedWithTheirField() async throws {
+            try await RelayHarness.with(configure: { $0.limits.maxRecipients = 3 }) { relay in
+                let client = relay.client("circl")
+                var send = circlMessage(to: ["ada"])
+                send.templateValues = [:]
+                #expect(await errorCode { try await client.send(send) } == .invalidArgument)
+                send = circlMessage(to: ["a", "b", "c", "d"])
+                #expect(await errorCode { try await client.send(send) } == .tooManyRecipients)
+                send = circlMessage(to: ["ada"])
+                send.notificationType = "nope"
+                #expect(await errorCode { try await client.send(send) } == .invalidArgument)
+                send = circlMessage(to: ["ada"])
+                send.topic = "chat"
+                #expect(await errorCode { try await client.send(send) } == .invalidArgument)
+                send = circlMessage(to: ["ada"])
+                send.sendAtMs = Int64(Date().addingTimeInterval(3_600).timeIntervalSince1970 * 1000)
+                #expect(await errorCode { try await client.send(send) } == .notSupported)
+                #expect(relay.simulator.statistics().requestsReceived == 0)
+                await client.close()
+            }
         }
     }
 }

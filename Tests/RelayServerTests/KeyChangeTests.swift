@@ -6,70 +6,72 @@ import RelayServer
 import RelayStore
 import Testing
 
-/// A running relay picks up `admin key` changes through LISTEN/NOTIFY: only the changed tenant's pool is
-/// rebuilt, new sends are signed with the new key, and the rotated key is retired after its in-flight work.
-@Suite(.serialized) struct KeyChangeTests {
-    @Test func rotatingAKeyRebuildsOnlyThatTenantsPoolAndRetiresTheOldKey() async throws {
-        let old = P256.Signing.PrivateKey()
-        let new = P256.Signing.PrivateKey()
-        let oldKey = try APNsSigningKey(privateKey: old, keyID: "ROTATEOLD1", teamID: "CIRCLTEAM1")
-        let newKey = try APNsSigningKey(privateKey: new, keyID: "ROTATENEW1", teamID: "CIRCLTEAM1")
-        let (oldPEM, newPEM) = (old.pemRepresentation, new.pemRepresentation)
-        try await RelayHarness.with(simulatorKeys: [oldKey, newKey]) { relay in
-            try await relay.store.addSigningKey(
-                tenant: "circl", p8PEM: oldPEM, keyID: "ROTATEOLD1", teamID: "CIRCLTEAM1",
-                masterKey: relay.masterKey
-            )
-            let client = relay.client("circl")
-            let family = relay.client("familyportal")
-            _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
-            _ = try await family.registerDevice(registration(user: "mum", token: randomToken()))
-            var chat = Pushrelay_V1_Send()
-            chat.notificationType = "chat_message"
-            chat.userIds = ["mum"]
-            chat.alert.body = "hi"
-            chat.wait = true
-            #expect(try await family.send(chat).job.delivered == 1)
-            #expect(try await client.send(circlMessage(to: ["ada"])).job.delivered == 1)
-            #expect(relay.simulator.receivedRequests().last?.keyID == "ROTATEOLD1")
-
-            let listener = Task { await relay.pools.followKeyChanges() }
-            defer { listener.cancel() }
-            // A notification sent before the listener's LISTEN is not seen: give it time to start.
-            try await Task.sleep(for: .milliseconds(500))
-            try await relay.store.rotateSigningKey(
-                tenant: "circl", oldKeyID: "ROTATEOLD1", p8PEM: newPEM, keyID: "ROTATENEW1",
-                teamID: "CIRCLTEAM1", masterKey: relay.masterKey
-            )
-            var rebuilt = false
-            for _ in 0..<200 {
-                if await relay.pools.rebuildCount(tenant: "circl") > 0 {
-                    rebuilt = true
-                    break
-                }
-                try await Task.sleep(for: .milliseconds(25))
-            }
-            #expect(rebuilt)
-            #expect(try await client.send(circlMessage(to: ["ada"])).job.delivered == 1)
-            #expect(relay.simulator.receivedRequests().last?.keyID == "ROTATENEW1")
-            #expect(await relay.pools.rebuildCount(tenant: "familyportal") == 0)
-            #expect(try await family.send(chat).job.delivered == 1)
-
-            var statuses: [String: SigningKeyStatus] = [:]
-            for _ in 0..<200 {
-                statuses = Dictionary(
-                    uniqueKeysWithValues: try await relay.store.listSigningKeys(tenant: "circl").map {
-                        ($0.keyID, $0.status)
-                    }
+extension RelayServerSuites {
+    /// A running relay picks up `admin key` changes through LISTEN/NOTIFY: only the changed tenant's pool is
+    /// rebuilt, new sends are signed with the new key, and the rotated key is retired after its in-flight work.
+    @Suite struct KeyChangeTests {
+        @Test func rotatingAKeyRebuildsOnlyThatTenantsPoolAndRetiresTheOldKey() async throws {
+            let old = P256.Signing.PrivateKey()
+            let new = P256.Signing.PrivateKey()
+            let oldKey = try APNsSigningKey(privateKey: old, keyID: "ROTATEOLD1", teamID: "CIRCLTEAM1")
+            let newKey = try APNsSigningKey(privateKey: new, keyID: "ROTATENEW1", teamID: "CIRCLTEAM1")
+            let (oldPEM, newPEM) = (old.pemRepresentation, new.pemRepresentation)
+            try await RelayHarness.with(simulatorKeys: [oldKey, newKey]) { relay in
+                try await relay.store.addSigningKey(
+                    tenant: "circl", p8PEM: oldPEM, keyID: "ROTATEOLD1", teamID: "CIRCLTEAM1",
+                    masterKey: relay.masterKey
                 )
-                if statuses["ROTATEOLD1"] == .retired { break }
-                try await Task.sleep(for: .milliseconds(25))
+                let client = relay.client("circl")
+                let family = relay.client("familyportal")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                _ = try await family.registerDevice(registration(user: "mum", token: randomToken()))
+                var chat = Pushrelay_V1_Send()
+                chat.notificationType = "chat_message"
+                chat.userIds = ["mum"]
+                chat.alert.body = "hi"
+                chat.wait = true
+                #expect(try await family.send(chat).job.delivered == 1)
+                #expect(try await client.send(circlMessage(to: ["ada"])).job.delivered == 1)
+                #expect(relay.simulator.receivedRequests().last?.keyID == "ROTATEOLD1")
+
+                let listener = Task { await relay.pools.followKeyChanges() }
+                defer { listener.cancel() }
+                // A notification sent before the listener's LISTEN is not seen: give it time to start.
+                try await Task.sleep(for: .milliseconds(500))
+                try await relay.store.rotateSigningKey(
+                    tenant: "circl", oldKeyID: "ROTATEOLD1", p8PEM: newPEM, keyID: "ROTATENEW1",
+                    teamID: "CIRCLTEAM1", masterKey: relay.masterKey
+                )
+                var rebuilt = false
+                for _ in 0..<200 {
+                    if await relay.pools.rebuildCount(tenant: "circl") > 0 {
+                        rebuilt = true
+                        break
+                    }
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+                #expect(rebuilt)
+                #expect(try await client.send(circlMessage(to: ["ada"])).job.delivered == 1)
+                #expect(relay.simulator.receivedRequests().last?.keyID == "ROTATENEW1")
+                #expect(await relay.pools.rebuildCount(tenant: "familyportal") == 0)
+                #expect(try await family.send(chat).job.delivered == 1)
+
+                var statuses: [String: SigningKeyStatus] = [:]
+                for _ in 0..<200 {
+                    statuses = Dictionary(
+                        uniqueKeysWithValues: try await relay.store.listSigningKeys(tenant: "circl").map {
+                            ($0.keyID, $0.status)
+                        }
+                    )
+                    if statuses["ROTATEOLD1"] == .retired { break }
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+                #expect(statuses == ["ROTATEOLD1": .retired, "ROTATENEW1": .active])
+                // Retiring the old key changed nothing the pool signs with: no second rebuild.
+                #expect(await relay.pools.rebuildCount(tenant: "circl") == 1)
+                await client.close()
+                await family.close()
             }
-            #expect(statuses == ["ROTATEOLD1": .retired, "ROTATENEW1": .active])
-            // Retiring the old key changed nothing the pool signs with: no second rebuild.
-            #expect(await relay.pools.rebuildCount(tenant: "circl") == 1)
-            await client.close()
-            await family.close()
         }
     }
 }

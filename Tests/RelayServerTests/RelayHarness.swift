@@ -188,3 +188,8 @@ func errorCode(_ call: () async throws -> some Any) async -> Pushrelay_V1_ErrorC
         return .unspecified
     }
 }
+
+/// Every relay test suite, run one test at a time: each test starts its own PostgreSQL, simulator and
+/// relay, and running them side by side with the other test targets would starve the engine's timing tests
+/// on a 2-core machine.
+@Suite(.serialized) enum RelayServerSuites {}
