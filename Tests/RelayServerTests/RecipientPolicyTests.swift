@@ -333,57 +333,61 @@ struct RecipientPolicyTests {
     }
 }
 
-@Suite("Recipient policy: loading a page of users from the store")
-struct RecipientPolicyLoadTests {
-    @Test("load reads preferences, mutes, presence and counts for a page; decide applies them per user")
-    func loadAndDecide() async throws {
-        let folder = "/tmp/relayserver-tests-\(UUID().uuidString.prefix(13))"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let postgres = EmbeddedPostgres(dataFolder: folder + "/pg", logger: quietLogger)
-        try await postgres.start()
-        do {
-            let endpoint = try #require(await postgres.endpoint)
-            try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) { store in
-                try await store.migrate()
-                let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
-                _ = try await store.syncTenants(tenants)
-                try await Self.check(store: store, circl: try #require(tenants.first { $0.id == "circl" }))
+extension RelayServerSuites {
+    /// `RecipientPolicy.load` against an embedded PostgreSQL: serialized with the other relay suites.
+    @Suite("Recipient policy: loading a page of users from the store")
+    struct RecipientPolicyLoadTests {
+        @Test("load reads preferences, mutes, presence and counts for a page; decide applies them per user")
+        func loadAndDecide() async throws {
+            let folder = "/tmp/relayserver-tests-\(UUID().uuidString.prefix(13))"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            let postgres = EmbeddedPostgres(dataFolder: folder + "/pg", logger: quietLogger)
+            try await postgres.start()
+            do {
+                let endpoint = try #require(await postgres.endpoint)
+                try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) { store in
+                    try await store.migrate()
+                    let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
+                    _ = try await store.syncTenants(tenants)
+                    try await Self.check(store: store, circl: try #require(tenants.first { $0.id == "circl" }))
+                }
+                try await postgres.stop()
+            } catch {
+                try? await postgres.stop()
+                throw error
             }
-            try await postgres.stop()
-        } catch {
-            try? await postgres.stop()
-            throw error
         }
-    }
 
-    private static func check(store: RelayStore, circl: TenantConfiguration) async throws {
-        let now = utc("2026-03-10T12:00:00Z")
-        try await store.setPreferences(tenant: "circl", user: "u1", ["announcement": false])
-        try await store.setMute(tenant: "circl", user: "u2", threadID: nil, scope: "circle-1")
-        try await store.setPresence(tenant: "circl", user: "u3", threadID: "circle-1-channel-2", until: now + 60)
-        // announcement: at most 20 a day; u4 had 20 in the last hours.
-        let sent = (0..<20).map { index in
-            DeliveryRecord(
-                tenantID: "circl", jobID: "job-\(index)", userID: "u4", token: String(repeating: "ab", count: 32),
-                outcome: .delivered, sentAt: now - TimeInterval(600 * (index + 1)), notificationType: "announcement")
+        private static func check(store: RelayStore, circl: TenantConfiguration) async throws {
+            let now = utc("2026-03-10T12:00:00Z")
+            try await store.setPreferences(tenant: "circl", user: "u1", ["announcement": false])
+            try await store.setMute(tenant: "circl", user: "u2", threadID: nil, scope: "circle-1")
+            try await store.setPresence(tenant: "circl", user: "u3", threadID: "circle-1-channel-2", until: now + 60)
+            // announcement: at most 20 a day; u4 had 20 in the last hours.
+            let sent = (0..<20).map { index in
+                DeliveryRecord(
+                    tenantID: "circl", jobID: "job-\(index)", userID: "u4", token: String(repeating: "ab", count: 32),
+                    outcome: .delivered, sentAt: now - TimeInterval(600 * (index + 1)), notificationType: "announcement"
+                )
+            }
+            try await store.recordDeliveries(sent)
+            let policy = RecipientPolicy(
+                tenant: circl,
+                notification: PolicyNotification(
+                    type: "announcement", typeConfiguration: try #require(circl.notificationTypes["announcement"]),
+                    threadID: "circle-1-channel-2", scope: "circle-1"))
+            let users = ["u1", "u2", "u3", "u4", "u5"]
+            let state = try await policy.load(users: users, store: store, now: now)
+            #expect(state.sentCounts["u4"] == SentCount(lastHour: 5, lastDay: 20))
+            let decisions = users.map { policy.decide(user: $0, timeZone: nil, state: state, now: now) }
+            #expect(decisions == [.skip(.optedOut), .skip(.muted), .skip(.active), .skip(.capped), .send])
+            // circl's quiet hours (23:00–07:00, announcement deferred) in Zurich at 23:30 local.
+            let night = utc("2026-03-10T22:30:00Z")
+            #expect(
+                policy.decide(user: "u5", timeZone: "Europe/Zurich", state: state, now: night)
+                    == .deferUntil(utc("2026-03-11T06:00:00Z")))
+            #expect(try await policy.load(users: [], store: store, now: now).preferences.isEmpty)
         }
-        try await store.recordDeliveries(sent)
-        let policy = RecipientPolicy(
-            tenant: circl,
-            notification: PolicyNotification(
-                type: "announcement", typeConfiguration: try #require(circl.notificationTypes["announcement"]),
-                threadID: "circle-1-channel-2", scope: "circle-1"))
-        let users = ["u1", "u2", "u3", "u4", "u5"]
-        let state = try await policy.load(users: users, store: store, now: now)
-        #expect(state.sentCounts["u4"] == SentCount(lastHour: 5, lastDay: 20))
-        let decisions = users.map { policy.decide(user: $0, timeZone: nil, state: state, now: now) }
-        #expect(decisions == [.skip(.optedOut), .skip(.muted), .skip(.active), .skip(.capped), .send])
-        // circl's quiet hours (23:00–07:00, announcement deferred) in Zurich at 23:30 local.
-        let night = utc("2026-03-10T22:30:00Z")
-        #expect(
-            policy.decide(user: "u5", timeZone: "Europe/Zurich", state: state, now: night)
-                == .deferUntil(utc("2026-03-11T06:00:00Z")))
-        #expect(try await policy.load(users: [], store: store, now: now).preferences.isEmpty)
     }
 }

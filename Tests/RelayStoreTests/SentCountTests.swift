@@ -1,0 +1,64 @@
+import Foundation
+import RelayStore
+import Testing
+
+@Suite("Sent counts for per-user caps")
+struct SentCountTests {
+    /// A delivery row of `type` to `user`, sent `secondsAgo` before `instant()`.
+    private func row(
+        _ user: String,
+        job: String,
+        type: String?,
+        secondsAgo: Int,
+        outcome: DeliveryOutcome = .delivered,
+        tenant: String = "circl",
+        device: Int = 1
+    ) -> DeliveryRecord {
+        DeliveryRecord(
+            tenantID: tenant, jobID: job, userID: user, token: deviceToken(device), outcome: outcome,
+            sentAt: instant(-secondsAgo), notificationType: type)
+    }
+
+    @Test("delivered notifications of one type per user, in the rolling hour and day, each job counted once")
+    func counts() async throws {
+        try await withTenantStore { store in
+            let records = [
+                // u1: job a on two devices 10 minutes ago (one notification), b 2 h ago, c just inside the day,
+                // e exactly an hour ago (in the day, no longer in the hour).
+                row("u1", job: "a", type: "announcement", secondsAgo: 600),
+                row("u1", job: "a", type: "announcement", secondsAgo: 601, device: 2),
+                row("u1", job: "b", type: "announcement", secondsAgo: 7_200),
+                row("u1", job: "c", type: "announcement", secondsAgo: 86_399),
+                row("u1", job: "e", type: "announcement", secondsAgo: 3_600),
+                // Not counted: older than a day, not delivered, another type, no type (before migration 5),
+                // another tenant.
+                row("u1", job: "d", type: "announcement", secondsAgo: 86_400),
+                row("u1", job: "f", type: "announcement", secondsAgo: 60, outcome: .skipped),
+                row("u1", job: "g", type: "announcement", secondsAgo: 60, outcome: .tokenDead),
+                row("u1", job: "h", type: "message", secondsAgo: 60),
+                row("u1", job: "i", type: nil, secondsAgo: 60),
+                row("u1", job: "j", type: "announcement", secondsAgo: 60, tenant: "familyportal"),
+                // u2: one in the hour; u5 was not asked about.
+                row("u2", job: "a", type: "announcement", secondsAgo: 1_800),
+                row("u5", job: "a", type: "announcement", secondsAgo: 1_800),
+            ]
+            try await store.recordDeliveries(records)
+            let counts = try await store.sentCounts(
+                tenant: "circl", users: ["u1", "u2", "u3"], notificationType: "announcement", now: instant())
+            #expect(
+                counts == ["u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 1, lastDay: 1)])
+
+            // Two hours later the hour is empty, and job c has left the day.
+            let later = try await store.sentCounts(
+                tenant: "circl", users: ["u1", "u2"], notificationType: "announcement", now: instant(7_200))
+            #expect(later == ["u1": SentCount(lastHour: 0, lastDay: 3), "u2": SentCount(lastHour: 0, lastDay: 1)])
+
+            #expect(
+                try await store.sentCounts(
+                    tenant: "circl", users: [], notificationType: "announcement", now: instant()) == [:])
+            #expect(
+                try await store.sentCounts(tenant: "circl", users: ["u1"], notificationType: "digest", now: instant())
+                    == [:])
+        }
+    }
+}
