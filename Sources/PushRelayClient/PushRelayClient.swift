@@ -99,6 +99,13 @@ public actor PushRelayClient {
         return try await call(.jobStatus, request)
     }
 
+    /// Cancels a job: nothing more of it is sent (pages being sent finish).
+    public func cancelJob(jobID: String) async throws(PushRelayClientError) -> Pushrelay_V1_Job {
+        var request = Pushrelay_V1_CancelJob()
+        request.jobID = jobID
+        return try await call(.cancelJob, request)
+    }
+
     /// Recorded APNs attempts by job, user, token or time range.
     public func queryDeliveries(_ request: Pushrelay_V1_QueryDeliveries) async throws(PushRelayClientError)
         -> Pushrelay_V1_DeliveryList

@@ -6,35 +6,25 @@ import PushRelayProtocol
 import RelayStore
 import Synchronization
 
-/// Accepts SEND requests as jobs committed in PostgreSQL, then fans each job out to its devices through
-/// the tenant's pools, records every attempt in batches, deactivates dead tokens and streams results.
-///
-/// The fan-out of an accepted job runs in this process; a job accepted by a process that dies before
-/// finishing stays `accepted`/`running` in the table (taking such jobs over is the delivery work's lease
-/// mechanism, not this type's).
+/// Accepts SEND requests as jobs committed in PostgreSQL and answers them; the fan-out itself is done by
+/// ``FanOutWorker``s (in this process and any other relay process on the same database), which plan each
+/// job into pages and send the pages under leases.
 final class JobDispatcher: Sendable {
     private let store: RelayStore
-    private let pools: PoolRegistry
-    private let results: ResultBroadcaster
+    private let worker: FanOutWorker
     private let logger: Logger
-    private let running = Mutex<[String: Task<[Pushrelay_V1_DeviceOutcome], Never>]>([:])
 
-    /// Devices of one job sent at once.
-    static let concurrency = 256
-    /// Delivery rows written per statement.
-    static let recordBatch = 500
-    /// Devices read per page of a topic fan-out.
-    static let pageSize = 1_000
+    /// How often a caller waiting for its job looks at the job's progress.
+    static let waitPollInterval: Duration = .milliseconds(20)
 
-    init(store: RelayStore, pools: PoolRegistry, results: ResultBroadcaster, logger: Logger) {
+    init(store: RelayStore, worker: FanOutWorker, logger: Logger) {
         self.store = store
-        self.pools = pools
-        self.results = results
+        self.worker = worker
         self.logger = logger
     }
 
-    /// Accepts `request`: commits its job (or finds the job of its idempotency key), starts the fan-out and
-    /// answers at once, or when every device has its outcome if the request asks to wait.
+    /// Accepts `request`: commits its job (or finds the job of its idempotency key) and answers at once,
+    /// or, when the request asks to wait, when every device due now has its outcome.
     func send(
         _ request: Pushrelay_V1_Send,
         raw: [UInt8],
@@ -42,9 +32,6 @@ final class JobDispatcher: Sendable {
         limits: ProtocolLimits
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
         let plan = try SendPlan(request, tenant: tenant, limits: limits)
-        if request.sendAtMs > Date().unixMilliseconds + 1_000 {
-            throw ProtocolError(.notSupported, "scheduled sends (send_at_ms) are not supported by this relay yet")
-        }
         if request.idempotencyKey.utf8.count > SendPlan.maximumIDBytes {
             throw .invalidArgument("send.idempotency_key", "the idempotency key is at most 200 bytes")
         }
@@ -52,7 +39,7 @@ final class JobDispatcher: Sendable {
         do {
             acceptance = try await store.createJob(
                 tenant: tenant.id, notificationType: request.notificationType,
-                idempotencyKey: request.idempotencyKey.nonEmpty, request: raw
+                idempotencyKey: request.idempotencyKey.nonEmpty, request: raw, sendAt: plan.schedule.earliest
             )
         } catch {
             throw ProtocolError(error)
@@ -60,272 +47,107 @@ final class JobDispatcher: Sendable {
         var answer = Pushrelay_V1_SendResult()
         answer.jobID = acceptance.job.id
         answer.duplicate = acceptance.duplicate
+        answer.job = Pushrelay_V1_Job(acceptance.job)
         guard !acceptance.duplicate else {
-            answer.job = Pushrelay_V1_Job(acceptance.job)
             answer.devices = answer.job.devices
             return answer
         }
-        let job = acceptance.job
-        let task = Task { await self.run(plan, job: job, tenant: tenant.id, keepOutcomes: request.wait) }
-        running.withLock { $0[job.id] = task }
-        guard request.wait else {
-            answer.job = Pushrelay_V1_Job(job)
-            return answer
-        }
-        let outcomes = await task.value
-        answer.outcomes = outcomes
-        answer.devices = UInt32(outcomes.count { $0.outcome != "skipped" })
-        if let finished = try? await store.job(tenant: tenant.id, id: job.id) {
-            answer.job = Pushrelay_V1_Job(finished)
-        }
+        worker.wake()
+        // A job scheduled for later is answered at once, waiting or not.
+        let scheduledLater = plan.schedule.earliest.map { $0 > Date() } ?? false
+        guard request.wait, !scheduledLater else { return answer }
+        let progress = try await waitForDueDevices(tenant: tenant.id, jobID: acceptance.job.id)
+        answer.job = Pushrelay_V1_Job(progress.job)
+        answer.outcomes = try await outcomes(tenant: tenant.id, jobID: acceptance.job.id, limit: limits.maxRecipients)
+        answer.devices = UInt32(answer.outcomes.count { $0.outcome != "skipped" })
         return answer
     }
 
-    /// Waits for every running fan-out.
-    func drain() async {
-        while let task = running.withLock({ $0.values.first }) {
-            _ = await task.value
-        }
-    }
-
-    // MARK: Fan-out
-
-    private func run(
-        _ plan: SendPlan,
-        job: JobRecord,
-        tenant: String,
-        keepOutcomes: Bool
-    ) async -> [Pushrelay_V1_DeviceOutcome] {
-        defer { _ = running.withLock { $0.removeValue(forKey: job.id) } }
-        var log = logger
-        log[metadataKey: "tenant"] = "\(tenant)"
-        log[metadataKey: "job"] = "\(job.id)"
-        var tally = Tally(keepOutcomes: keepOutcomes)
+    /// Cancels a job of `tenant`.
+    func cancel(_ request: Pushrelay_V1_CancelJob, tenant: String) async throws(ProtocolError) -> Pushrelay_V1_Job {
+        let job: JobRecord?
         do {
-            try await store.updateJob(
-                tenant: tenant, id: job.id, state: .running, devices: 0, delivered: 0, failed: 0, skipped: 0)
-            var pending: [DeliveryRecord] = []
-            for try await page in devicePages(plan, tenant: tenant) {
-                for user in page.usersWithoutDevice {
-                    var outcome = Pushrelay_V1_DeviceOutcome()
-                    outcome.userID = user
-                    outcome.outcome = "skipped"
-                    outcome.reason = "no_device"
-                    tally.add(outcome)
-                }
-                let (records, outcomes) = await deliver(page.devices, plan: plan, job: job, tenant: tenant)
-                pending.append(contentsOf: records)
-                for outcome in outcomes { tally.add(outcome) }
-                if pending.count >= Self.recordBatch {
-                    try await store.recordDeliveries(pending, batchSize: Self.recordBatch)
-                    pending.removeAll(keepingCapacity: true)
-                }
-            }
-            if !pending.isEmpty { try await store.recordDeliveries(pending, batchSize: Self.recordBatch) }
-            try await store.updateJob(
-                tenant: tenant, id: job.id, state: .completed, devices: tally.devices, delivered: tally.delivered,
-                failed: tally.failed, skipped: tally.skipped
-            )
-            log.debug("job completed", metadata: ["devices": "\(tally.devices)", "delivered": "\(tally.delivered)"])
+            job = try await store.cancelJob(tenant: tenant, id: request.jobID)
         } catch {
-            log.error("job failed", metadata: ["error": "\(error)"])
-            _ = try? await store.updateJob(
-                tenant: tenant, id: job.id, state: .failed, devices: tally.devices, delivered: tally.delivered,
-                failed: tally.failed, skipped: tally.skipped, error: "\(error)"
-            )
+            throw ProtocolError(error)
         }
-        return tally.outcomes
+        guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)") }
+        return Pushrelay_V1_Job(job)
     }
 
-    /// One page of a job's audience: devices to send to, and named users who have none.
-    private struct Page: Sendable {
-        var devices: [DeviceRecord]
-        var usersWithoutDevice: [String]
-    }
-
-    private func devicePages(_ plan: SendPlan, tenant: String) -> AsyncThrowingStream<Page, any Error> {
-        let store = self.store
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    switch plan.audience {
-                    case .users(let users):
-                        let wanted = Array(Set(users).subtracting(plan.excludedUsers)).sorted()
-                        for start in stride(from: 0, to: wanted.count, by: Self.pageSize) {
-                            let slice = Array(wanted[start..<min(start + Self.pageSize, wanted.count)])
-                            let devices = try await store.activeDevices(tenant: tenant, users: slice)
-                            let withDevice = Set(devices.map(\.userID))
-                            continuation.yield(
-                                Page(devices: devices, usersWithoutDevice: slice.filter { !withDevice.contains($0) })
-                            )
-                        }
-                    case .tokens(let tokens):
-                        let unique = Array(Set(tokens)).sorted()
-                        for start in stride(from: 0, to: unique.count, by: Self.pageSize) {
-                            let slice = Array(unique[start..<min(start + Self.pageSize, unique.count)])
-                            let devices = try await store.activeDevices(tenant: tenant, tokens: slice)
-                            continuation.yield(
-                                Page(
-                                    devices: devices.filter { !plan.excludedUsers.contains($0.userID) },
-                                    usersWithoutDevice: []
-                                )
-                            )
-                        }
-                    case .topic(let topic):
-                        var after: String?
-                        while true {
-                            let devices = try await store.activeDevices(
-                                tenant: tenant, topic: topic, after: after, limit: Self.pageSize
-                            )
-                            if devices.isEmpty { break }
-                            after = devices.last?.token
-                            continuation.yield(
-                                Page(
-                                    devices: devices.filter { !plan.excludedUsers.contains($0.userID) },
-                                    usersWithoutDevice: []
-                                )
-                            )
-                            if devices.count < Self.pageSize { break }
-                        }
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
+    /// Waits until the job is finished, or planned with only pages for later left (scheduled per time zone,
+    /// or deferred by quiet hours).
+    private func waitForDueDevices(tenant: String, jobID: String) async throws(ProtocolError) -> JobProgress {
+        while true {
+            let progress: JobProgress?
+            do {
+                progress = try await store.jobProgress(tenant: tenant, id: jobID)
+            } catch {
+                throw ProtocolError(error)
             }
-            continuation.onTermination = { _ in task.cancel() }
+            guard let progress else { throw ProtocolError(.internal, "job \(jobID) disappeared") }
+            // Done, or only pages for later are left (the job stays running until they are sent).
+            if progress.job.state.isFinished || (progress.planned && progress.pagesDue == 0 && progress.pagesLater > 0)
+            {
+                return progress
+            }
+            try? await Task.sleep(for: Self.waitPollInterval)
         }
     }
 
-    /// Sends one page, at most ``concurrency`` at once; returns its delivery rows and outcomes.
-    private func deliver(
-        _ devices: [DeviceRecord],
-        plan: SendPlan,
-        job: JobRecord,
-        tenant: String
-    ) async -> ([DeliveryRecord], [Pushrelay_V1_DeviceOutcome]) {
-        var records: [DeliveryRecord] = []
-        var outcomes: [Pushrelay_V1_DeviceOutcome] = []
-        records.reserveCapacity(devices.count)
-        outcomes.reserveCapacity(devices.count)
-        await withTaskGroup(of: (DeliveryRecord, Pushrelay_V1_DeviceOutcome).self) { group in
-            var next = devices.startIndex
-            func startOne() {
-                guard next < devices.endIndex else { return }
-                let device = devices[next]
-                next += 1
-                group.addTask { await self.deliver(device, plan: plan, job: job, tenant: tenant) }
-            }
-            for _ in 0..<Self.concurrency { startOne() }
-            for await (record, outcome) in group {
-                records.append(record)
-                outcomes.append(outcome)
-                startOne()
-            }
-        }
-        return (records, outcomes)
-    }
-
-    private func deliver(
-        _ device: DeviceRecord,
-        plan: SendPlan,
-        job: JobRecord,
-        tenant: String
-    ) async -> (DeliveryRecord, Pushrelay_V1_DeviceOutcome) {
-        let sentAt = Date()
-        var outcome = Pushrelay_V1_DeviceOutcome()
-        outcome.userID = device.userID
-        outcome.token = device.token
-        outcome.environment = .init(device.environment)
-        var record = DeliveryRecord(
-            tenantID: tenant, jobID: job.id, userID: device.userID, token: device.token, apnsID: nil,
-            outcome: .configurationFault, reason: nil, attempt: 1, sentAt: sentAt, answeredAt: nil
-        )
-        guard plan.environments.contains(device.environment) else {
-            record.reason = "EnvironmentNotConfigured"
-            record.answeredAt = sentAt
-            outcome.outcome = record.outcome.wireName
-            outcome.reason = "the bundle id \(plan.bundleID) is not configured for \(device.environment.rawValue)"
-            return (record, outcome)
-        }
-        let notification = APNsNotification(
-            deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType, priority: plan.priority,
-            expiration: plan.expiration(now: sentAt), collapseID: plan.collapseID, payload: plan.payload
-        )
-        do {
-            let pool = try await pools.pool(tenant: tenant, environment: device.environment)
-            let report = try await pool.send(notification)
-            let answeredAt = Date()
-            record.outcome = DeliveryOutcome(report.outcome)
-            record.apnsID = report.response?.apnsID
-            record.reason = report.response?.reason?.rawValue ?? report.failure.map { "\($0)" }
-            record.attempt = max(report.attempts, 1)
-            record.answeredAt = answeredAt
-            record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(sentAt) * 1000)
-            outcome.attempts = UInt32(record.attempt)
-            outcome.apnsID = record.apnsID ?? ""
-            if report.outcome == .tokenDead {
-                let timestamp = report.response?.timestampMilliseconds.map(Date.init(unixMilliseconds:)) ?? answeredAt
-                outcome.invalidatedAtMs = timestamp.unixMilliseconds
-                await tokenDied(device, reason: record.reason ?? "", at: timestamp, job: job.id, tenant: tenant)
-            } else if report.outcome == .delivered {
-                var event = Pushrelay_V1_ResultEvent()
-                event.receipt = Pushrelay_V1_Delivery(record)
-                results.publish(event, tenant: tenant)
-            }
-        } catch let error as ProtocolError {
-            record.outcome = .retryLater
-            record.reason = error.message
-            record.answeredAt = Date()
-        } catch {
-            record.outcome = .retryLater
-            record.reason = "\(error)"
-            record.answeredAt = Date()
-        }
-        outcome.outcome = record.outcome.wireName
-        outcome.reason = record.reason ?? ""
-        return (record, outcome)
-    }
-
-    private func tokenDied(_ device: DeviceRecord, reason: String, at timestamp: Date, job: String, tenant: String)
-        async
+    /// Every recipient's outcome as recorded, newest attempt per device, plus the devices that wait for a
+    /// later time.
+    private func outcomes(tenant: String, jobID: String, limit: Int) async throws(ProtocolError)
+        -> [Pushrelay_V1_DeviceOutcome]
     {
         do {
-            try await store.deactivateDevice(tenant: tenant, token: device.token, appleTimestamp: timestamp)
+            let rows = try await store.deliveries(tenant: tenant, job: jobID, limit: limit * 2)
+            var seen: Set<String> = []
+            var outcomes: [Pushrelay_V1_DeviceOutcome] = []
+            for row in rows {
+                let key = row.token.isEmpty ? "user:" + (row.userID ?? "") : row.token
+                guard seen.insert(key).inserted else { continue }
+                var outcome = Pushrelay_V1_DeviceOutcome()
+                outcome.userID = row.userID ?? ""
+                outcome.token = row.token
+                outcome.outcome = row.outcome.wireName
+                outcome.reason = row.reason ?? ""
+                outcome.apnsID = row.apnsID ?? ""
+                outcome.attempts = UInt32(clamping: row.attempt)
+                outcomes.append(outcome)
+            }
+            for device in try await store.laterDevices(tenant: tenant, id: jobID) {
+                var outcome = Pushrelay_V1_DeviceOutcome()
+                outcome.userID = device.user
+                outcome.token = device.token
+                outcome.outcome = "deferred"
+                outcome.reason = "scheduled for \(device.dueAt.unixMilliseconds)"
+                outcomes.append(outcome)
+            }
+            // The registry says each token's environment and, for a dead one, Apple's timestamp.
+            let tokens = Set(outcomes.map(\.token).filter { !$0.isEmpty })
+            var devices: [String: DeviceRecord] = [:]
+            for token in tokens where outcomes.contains(where: { $0.token == token && $0.outcome == "dead_token" }) {
+                devices[token] = try await store.devices(tenant: tenant, token: token).first
+            }
+            for device in try await store.activeDevices(tenant: tenant, tokens: Array(tokens)) {
+                devices[device.token] = device
+            }
+            for index in outcomes.indices {
+                guard let device = devices[outcomes[index].token] else { continue }
+                outcomes[index].environment = .init(device.environment)
+                if outcomes[index].outcome == "dead_token" {
+                    outcomes[index].invalidatedAtMs = device.invalidatedAt?.unixMilliseconds ?? 0
+                }
+            }
+            return outcomes.sorted { ($0.userID, $0.token) < ($1.userID, $1.token) }
         } catch {
-            logger.warning("could not deactivate a dead token", metadata: ["tenant": "\(tenant)", "error": "\(error)"])
+            throw ProtocolError(error)
         }
-        var dead = Pushrelay_V1_DeadToken()
-        dead.userID = device.userID
-        dead.token = device.token
-        dead.reason = reason
-        dead.invalidatedAtMs = timestamp.unixMilliseconds
-        dead.jobID = job
-        var event = Pushrelay_V1_ResultEvent()
-        event.deadToken = dead
-        results.publish(event, tenant: tenant)
     }
 }
 
-/// Counts of a job's outcomes, and the outcomes themselves for a caller that waits.
-private struct Tally {
-    var keepOutcomes: Bool
-    var devices = 0
-    var delivered = 0
-    var failed = 0
-    var skipped = 0
-    var outcomes: [Pushrelay_V1_DeviceOutcome] = []
-
-    mutating func add(_ outcome: Pushrelay_V1_DeviceOutcome) {
-        switch outcome.outcome {
-        case "skipped": skipped += 1
-        case "delivered":
-            devices += 1
-            delivered += 1
-        default:
-            devices += 1
-            failed += 1
-        }
-        if keepOutcomes { outcomes.append(outcome) }
-    }
+extension DeliveryOutcome {
+    /// Whether the device counts as delivered or failed in a job's counts.
+    var isDelivered: Bool { self == .delivered }
 }

@@ -16,19 +16,33 @@ public final class RelayService: Sendable {
     public let results: ResultBroadcaster
     /// The limits of every connection.
     public let limits: ProtocolLimits
+    /// The request limit of each credential (`RATE_LIMITED` beyond it).
+    public let requests: RequestLimiter
+    /// The fan-out worker of this process; run it with ``runFanOut()``.
+    public let worker: FanOutWorker
     let logger: Logger
     private let tenants: TenantDirectory
     private let dispatcher: JobDispatcher
 
     /// A service over `store` sending through `pools`.
-    public init(store: RelayStore, pools: PoolRegistry, limits: ProtocolLimits, logger: Logger) {
+    public init(
+        store: RelayStore,
+        pools: PoolRegistry,
+        limits: ProtocolLimits,
+        requestsPerSecond: Double = 1_000,
+        requestBurst: Int = 2_000,
+        logger: Logger
+    ) {
+        self.requests = RequestLimiter(requestsPerSecond: requestsPerSecond, burst: requestBurst)
         self.store = store
         self.pools = pools
         self.results = ResultBroadcaster()
         self.limits = limits
         self.logger = logger
-        self.tenants = TenantDirectory(store: store)
-        self.dispatcher = JobDispatcher(store: store, pools: pools, results: results, logger: logger)
+        let tenants = TenantDirectory(store: store)
+        self.tenants = tenants
+        self.worker = FanOutWorker(store: store, pools: pools, results: results, tenants: tenants, logger: logger)
+        self.dispatcher = JobDispatcher(store: store, worker: worker, logger: logger)
     }
 
     /// Checks a HELLO: the credential must belong to the named tenant, which must be enabled.
@@ -65,6 +79,7 @@ public final class RelayService: Sendable {
                 try frame.decode(), raw: Array(frame.body.readableBytesView), tenant: tenant, limits: limits
             )
         case .jobStatus: answer = try await jobStatus(try frame.decode(), tenant: tenantID)
+        case .cancelJob: answer = try await dispatcher.cancel(try frame.decode(), tenant: tenantID)
         case .queryDeliveries: answer = try await queryDeliveries(try frame.decode(), tenant: tenantID)
         case .setPreferences: answer = try await setPreferences(try frame.decode(), tenant: tenant)
         case .getPreferences:
@@ -84,9 +99,10 @@ public final class RelayService: Sendable {
         }
     }
 
-    /// Waits for the jobs being fanned out to finish (shutdown).
-    public func drain() async {
-        await dispatcher.drain()
+    /// Fans out the jobs of every relay process on the database, sharing the work through leases, until the
+    /// calling task is cancelled; pages being sent when it is cancelled are finished first.
+    public func runFanOut() async {
+        await worker.run()
     }
 
     // MARK: Devices

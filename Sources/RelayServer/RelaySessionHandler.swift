@@ -44,6 +44,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private var helloTimer: Scheduled<Void>?
     private var idleTimer: RepeatedTask?
     private var lastActivity = NIODeadline.now()
+    /// The credential's key in the request limiter: its public prefix, never the secret.
+    private var limiterKey = ""
 
     init(service: RelayService, configuration: RelayServerConfiguration, connectionID: String, logger: Logger) {
         self.service = service
@@ -219,6 +221,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             case .success(let tenant):
                 self.helloTimer?.cancel()
                 self.state = .open(tenant: tenant)
+                self.limiterKey = tenant + "/" + String(hello.credential.prefix(12))
                 self.logger[metadataKey: "tenant"] = "\(tenant)"
                 self.logger.info("authenticated", metadata: ["client": "\(hello.clientName)"])
                 if hello.acceptZstd { self.encoder.compressionThreshold = self.configuration.compressionThreshold }
@@ -285,6 +288,14 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         case .unsubscribeResults:
             unsubscribe(frame, context: context)
         case let kind where FrameKind.requests.contains(kind):
+            if let retryAfter = service.requests.admit(limiterKey) {
+                writeError(
+                    ProtocolError(
+                        .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter
+                    ), requestID: id, context: context
+                )
+                return
+            }
             inFlight.insert(id)
             let service = self.service
             let future = context.eventLoop.makeFutureWithTask { () -> Result<(FrameKind, [UInt8]), ProtocolError> in

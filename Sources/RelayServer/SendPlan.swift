@@ -27,6 +27,14 @@ struct SendPlan: Sendable {
     var collapseID: String?
     var payload: ByteBuffer
     var environments: Set<APNsEnvironment>
+    /// When the devices are due.
+    var schedule: Schedule
+    /// The notification's thread id after templates (mutes and presence match it).
+    var threadID: String?
+    /// The scope the notification belongs to (scope mutes match it).
+    var scope: String?
+    /// The interruption level after the type's default (quiet hours let time-sensitive ones pass).
+    var interruptionLevel: APNsPayload.InterruptionLevel?
 
     /// The `apns-expiration` for a notification sent at `now`.
     func expiration(now: Date) -> Int64? {
@@ -98,7 +106,12 @@ struct SendPlan: Sendable {
             throw .invalidArgument("send.collapse_id", "apns-collapse-id is at most 64 bytes")
         }
         collapseID = request.collapseID.isEmpty ? nil : request.collapseID
-        payload = ByteBuffer(bytes: try Self.payload(request, type: type))
+        let aps = try Self.aps(request, type: type)
+        threadID = aps.threadID
+        interruptionLevel = aps.interruptionLevel
+        scope = request.scope.nonEmpty
+        schedule = try Schedule(request)
+        payload = ByteBuffer(bytes: try Self.payload(aps: aps, request))
         let check = APNsNotification(
             deviceToken: String(repeating: "0", count: 64), bundleID: bundleID, pushType: pushType, priority: priority,
             expiration: absoluteExpiration, collapseID: collapseID, payload: payload
@@ -110,10 +123,10 @@ struct SendPlan: Sendable {
         }
     }
 
-    private static func payload(
+    private static func aps(
         _ request: Pushrelay_V1_Send,
         type: TenantConfiguration.NotificationType
-    ) throws(ProtocolError) -> [UInt8] {
+    ) throws(ProtocolError) -> APNsPayload.APS {
         var aps = APNsPayload.APS()
         if request.hasAlert {
             let alert = request.alert
@@ -153,6 +166,10 @@ struct SendPlan: Sendable {
             aps.interruptionLevel = type.interruptionLevel
         }
         if request.hasRelevanceScore { aps.relevanceScore = request.relevanceScore }
+        return aps
+    }
+
+    private static func payload(aps: APNsPayload.APS, _ request: Pushrelay_V1_Send) throws(ProtocolError) -> [UInt8] {
         var custom: [String: JSONValue] = [:]
         if !request.customJson.isEmpty {
             guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(request.customJson.utf8))
@@ -188,6 +205,75 @@ struct SendPlan: Sendable {
             rest = rest[rest.index(after: close)...]
         }
         return output + rest
+    }
+}
+
+/// When a job's devices are due: now, at one instant, or at a wall-clock time in each device's time zone.
+struct Schedule: Sendable, Hashable {
+    enum Kind: Sendable, Hashable {
+        case now
+        case at(Date)
+        case local(DateComponents)
+    }
+
+    var kind: Kind
+
+    /// The schedule a SEND asks for.
+    init(_ request: Pushrelay_V1_Send) throws(ProtocolError) {
+        switch (request.sendAtMs, request.sendAtLocal) {
+        case (0, ""):
+            kind = .now
+        case (let milliseconds, ""):
+            kind = .at(Date(unixMilliseconds: milliseconds))
+        case (0, let text):
+            guard let components = Self.parseLocal(text) else {
+                throw .invalidArgument("send.send_at_local", "send_at_local is YYYY-MM-DDTHH:MM[:SS], not '\(text)'")
+            }
+            kind = .local(components)
+        default:
+            throw .invalidArgument("send.send_at_local", "give send_at_ms or send_at_local, not both")
+        }
+    }
+
+    /// The first instant any device can be due: the job waits (scheduled) until then; `nil` is now.
+    var earliest: Date? {
+        switch kind {
+        case .now: nil
+        case .at(let date): date
+        // The earliest time zone is UTC+14.
+        case .local(let components): Self.date(components, in: TimeZone(secondsFromGMT: 14 * 3_600))
+        }
+    }
+
+    /// When a device in `timeZone` (IANA; UTC when unknown) is due.
+    func dueAt(timeZone: String?, now: Date) -> Date {
+        switch kind {
+        case .now: return now
+        case .at(let date): return date
+        case .local(let components):
+            let zone = timeZone.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: "UTC")
+            return Self.date(components, in: zone) ?? now
+        }
+    }
+
+    private static func date(_ components: DateComponents, in zone: TimeZone?) -> Date? {
+        var calendar = Calendar(identifier: .gregorian)
+        if let zone { calendar.timeZone = zone }
+        return calendar.date(from: components)
+    }
+
+    private static func parseLocal(_ text: String) -> DateComponents? {
+        let parts = text.split(separator: "T")
+        guard parts.count == 2 else { return nil }
+        let day = parts[0].split(separator: "-").compactMap { Int($0) }
+        let time = parts[1].split(separator: ":").compactMap { Int($0) }
+        guard day.count == 3, (2...3).contains(time.count), (1...12).contains(day[1]), (1...31).contains(day[2]),
+            (0...23).contains(time[0]), (0...59).contains(time[1]), time.count == 2 || (0...59).contains(time[2])
+        else { return nil }
+        return DateComponents(
+            year: day[0], month: day[1], day: day[2], hour: time[0], minute: time[1],
+            second: time.count == 3 ? time[2] : 0
+        )
     }
 }
 

@@ -230,21 +230,21 @@ extension RelayStore {
         throw .databaseUnavailable("could not add a deferred page to job \(jobID)")
     }
 
-    /// The tokens of `tokens` that already have a delivery row for the job (a page taken over from a
-    /// process that died sends only to the others).
-    public func recordedTokens(tenant: String, jobID: String, tokens: [String]) async throws(RelayStoreError)
-        -> Set<String>
+    /// The recorded outcome of each of `tokens` that already has a delivery row for the job (a page taken
+    /// over from a process that died sends only to the others).
+    public func recordedOutcomes(tenant: String, jobID: String, tokens: [String]) async throws(RelayStoreError)
+        -> [String: DeliveryOutcome]
     {
-        var found: Set<String> = []
+        var found: [String: DeliveryOutcome] = [:]
         do {
-            for try await token in try await client.query(
+            for try await (token, outcome) in try await client.query(
                 """
-                SELECT DISTINCT token FROM deliveries
+                SELECT token, outcome FROM deliveries
                 WHERE tenant_id = \(tenant) AND job_id = \(jobID) AND token = ANY(\(tokens)::text[])
                 """,
                 logger: logger
-            ).decode(String.self) {
-                found.insert(token)
+            ).decode((String, String).self) {
+                if let outcome = DeliveryOutcome(rawValue: outcome), found[token] != .delivered { found[token] = outcome }
             }
         } catch {
             throw relayStoreFailure(error)

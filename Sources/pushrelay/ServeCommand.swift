@@ -64,6 +64,10 @@ struct ServeCommand: AsyncParsableCommand {
     var maxRecipients = 10_000
     @Option(help: "Seconds without a client frame before a connection is closed (0: never).")
     var idleTimeout = 300
+    @Option(help: "Requests per second each credential may make (RATE_LIMITED beyond it, with a retry-after).")
+    var requestsPerSecond = 1_000.0
+    @Option(help: "Requests a credential may make in a burst above that rate.")
+    var requestBurst = 2_000
     @Option(help: "Days of delivery rows kept; older daily partitions are dropped hourly.")
     var retentionDays = 30
     @Option(help: "Write host:port here once the relay accepts connections.")
@@ -123,7 +127,10 @@ struct ServeCommand: AsyncParsableCommand {
             target.caFile = apnsCA
         }
         let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
-        let service = RelayService(store: store, pools: pools, limits: serverConfiguration.limits, logger: logger)
+        let service = RelayService(
+            store: store, pools: pools, limits: serverConfiguration.limits, requestsPerSecond: requestsPerSecond,
+            requestBurst: requestBurst, logger: logger
+        )
         await pools.warm(
             records.flatMap { record in
                 Set(record.configuration.bundleIDs.values.flatMap(\.environments)).sorted { $0.rawValue < $1.rawValue }
@@ -131,6 +138,7 @@ struct ServeCommand: AsyncParsableCommand {
             }
         )
         let keyChanges = Task { await pools.followKeyChanges() }
+        let fanOut = Task { await service.runFanOut() }
         let retentionDays = self.retentionDays
         let maintenance = Task {
             while !Task.isCancelled {
@@ -154,7 +162,8 @@ struct ServeCommand: AsyncParsableCommand {
         let signal = await ShutdownSignal.wait()
         logger.info("shutting down", metadata: ["signal": "\(signal)"])
         await server.shutdown()
-        await service.drain()
+        fanOut.cancel()
+        await fanOut.value
         keyChanges.cancel()
         maintenance.cancel()
         await pools.shutdown()

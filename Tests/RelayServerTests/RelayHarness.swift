@@ -105,6 +105,7 @@ struct RelayHarness: Sendable {
         let server = try await RelayServer.start(
             configuration: configuration, service: service, group: group, logger: quietLogger
         )
+        let fanOut = Task { await service.runFanOut() }
         let harness = RelayHarness(
             store: store, simulator: simulator, server: server, service: service, pools: pools, group: group,
             credentials: credentials, masterKey: masterKey
@@ -112,15 +113,16 @@ struct RelayHarness: Sendable {
         do {
             try await body(harness)
         } catch {
-            await harness.shutdown()
+            await harness.shutdown(fanOut)
             throw error
         }
-        await harness.shutdown()
+        await harness.shutdown(fanOut)
     }
 
-    private func shutdown() async {
+    private func shutdown(_ fanOut: Task<Void, Never>) async {
         await server.shutdown()
-        await service.drain()
+        fanOut.cancel()
+        await fanOut.value
         await pools.shutdown(gracePeriod: .zero)
         try? await simulator.shutdown()
         try? await group.shutdownGracefully()

@@ -1,0 +1,451 @@
+import APNs
+import Foundation
+import Logging
+import NIOCore
+import PushRelayProtocol
+import RelayStore
+import SwiftProtobuf
+import Synchronization
+
+/// Does the fan-out of accepted jobs, sharing the work with the workers of every other relay process on
+/// the same database through leases (`FOR UPDATE SKIP LOCKED`):
+///
+/// - the planner leases one due job at a time, resolves its audience in pages of ``pageSize`` devices
+///   (never the whole audience in memory) and writes them as `job_pages`, each with its due time
+///   (per time zone for local-time sends);
+/// - page loops lease due pages (or pages whose lease ran out: their process died), apply the tenant's
+///   policy to each recipient, send through the pools, record every attempt, and complete the page.
+///
+/// A device is sent a job once, except after a crash: results are recorded every ``recordBatch`` answers,
+/// so a process that dies may leave up to ``concurrency`` + ``recordBatch`` sent-but-unrecorded devices
+/// per page it was sending, and ``pageLoops`` pages at once; the process that takes the page over skips
+/// the devices already recorded and sends the others again.
+public final class FanOutWorker: Sendable {
+    /// Devices per page.
+    static let pageSize = 500
+    /// Sends of one page in flight at once.
+    static let concurrency = 128
+    /// Answers recorded per statement while a page is sent.
+    static let recordBatch = 128
+    /// Pages one process sends at once.
+    static let pageLoops = 4
+    /// How long a page or a planning lease lasts without renewal.
+    static let lease: Duration = .seconds(30)
+    /// How often an idle loop looks for work when nothing wakes it.
+    static let idlePoll: Duration = .milliseconds(250)
+
+    /// This process's name in the leases it takes.
+    public let owner: String
+    private let store: RelayStore
+    private let pools: PoolRegistry
+    private let results: ResultBroadcaster
+    private let tenants: TenantDirectory
+    private let pacer = TenantPacer()
+    private let logger: Logger
+    private let signal = WakeSignal()
+
+    init(
+        store: RelayStore,
+        pools: PoolRegistry,
+        results: ResultBroadcaster,
+        tenants: TenantDirectory,
+        logger: Logger,
+        owner: String = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(8))"
+    ) {
+        self.store = store
+        self.pools = pools
+        self.results = results
+        self.tenants = tenants
+        self.logger = logger
+        self.owner = owner
+    }
+
+    /// Wakes idle loops at once (a job was accepted, or pages were written).
+    func wake() {
+        signal.fire()
+    }
+
+    /// Runs the planner and the page loops until the task is cancelled; pages being sent finish first.
+    public func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.planLoop() }
+            for _ in 0..<Self.pageLoops {
+                group.addTask { await self.pageLoop() }
+            }
+        }
+    }
+
+    // MARK: Planning
+
+    private func planLoop() async {
+        while !Task.isCancelled {
+            do {
+                if let job = try await store.claimJobForPlanning(owner: owner, lease: Self.lease) {
+                    await plan(job)
+                    signal.fire()
+                    continue
+                }
+            } catch {
+                logger.warning("planner could not claim a job", metadata: ["error": "\(error)"])
+            }
+            await signal.wait(upTo: Self.idlePoll)
+        }
+    }
+
+    private func plan(_ job: JobRecord) async {
+        var log = logger
+        log[metadataKey: "tenant"] = "\(job.tenantID)"
+        log[metadataKey: "job"] = "\(job.id)"
+        do {
+            let (plan, _) = try await sendPlan(for: job)
+            var planner = PagePlanner(job: job, plan: plan, store: store)
+            try await planner.writePages()
+            try await store.finishPlanning(jobID: job.id, owner: owner)
+            log.debug("job planned", metadata: ["pages": "\(planner.pagesWritten)"])
+        } catch {
+            log.error("job cannot be planned", metadata: ["error": "\(error)"])
+            _ = try? await store.updateJob(
+                tenant: job.tenantID, id: job.id, state: .failed, devices: 0, delivered: 0, failed: 0, skipped: 0,
+                error: "\(error)"
+            )
+        }
+    }
+
+    /// The job's send plan, rebuilt from its stored request and its tenant's current configuration.
+    private func sendPlan(for job: JobRecord) async throws -> (SendPlan, TenantConfiguration) {
+        guard let tenant = try await tenants.tenant(job.tenantID)?.configuration else {
+            throw ProtocolError(.notFound, "tenant \(job.tenantID) is gone")
+        }
+        let request = try Pushrelay_V1_Send(serializedBytes: job.request)
+        return (try SendPlan(request, tenant: tenant, limits: ProtocolLimits(maxRecipients: .max)), tenant)
+    }
+
+    // MARK: Sending pages
+
+    private func pageLoop() async {
+        while !Task.isCancelled {
+            do {
+                if let page = try await store.claimJobPage(owner: owner, lease: Self.lease) {
+                    await send(page)
+                    continue
+                }
+            } catch {
+                logger.warning("could not claim a page", metadata: ["error": "\(error)"])
+            }
+            await signal.wait(upTo: Self.idlePoll)
+        }
+    }
+
+    private func send(_ page: JobPage) async {
+        var log = logger
+        log[metadataKey: "tenant"] = "\(page.tenantID)"
+        log[metadataKey: "job"] = "\(page.jobID)"
+        let lost = Atomic<Bool>(false)
+        let renewal = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.lease / 3)
+                if Task.isCancelled { return }
+                let kept = (try? await store.renewJobPageLease(page, owner: owner, lease: Self.lease)) ?? false
+                if !kept { lost.store(true, ordering: .relaxed) }
+            }
+        }
+        defer { renewal.cancel() }
+        do {
+            guard let job = try await store.job(tenant: page.tenantID, id: page.jobID) else { return }
+            let (plan, tenant) = try await sendPlan(for: job)
+            var sender = PageSender(
+                page: page, job: job, plan: plan, tenant: tenant, store: store, pools: pools, results: results,
+                pacer: pacer, lost: { lost.load(ordering: .relaxed) }
+            )
+            let counts = try await sender.run()
+            guard !lost.load(ordering: .relaxed) else {
+                log.warning("page lease lost while sending; another process takes the page over")
+                return
+            }
+            try await store.completeJobPage(page, owner: owner, counts: counts)
+        } catch {
+            log.error("page failed; it is retried when its lease runs out", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// Resolves a job's audience page by page and writes the pages.
+private struct PagePlanner {
+    let job: JobRecord
+    let plan: SendPlan
+    let store: RelayStore
+    private(set) var pagesWritten = 0
+
+    init(job: JobRecord, plan: SendPlan, store: RelayStore) {
+        self.job = job
+        self.plan = plan
+        self.store = store
+    }
+
+    mutating func writePages() async throws {
+        let now = Date()
+        var nextPage = 1
+        var withoutDevice: [String] = []
+        func write(_ devices: [DeviceRecord]) async throws {
+            // Devices due at different times (local-time sends) go to different pages.
+            let byDue = Dictionary(grouping: devices) { plan.schedule.dueAt(timeZone: $0.timeZone, now: now) }
+            for (due, group) in byDue.sorted(by: { $0.key < $1.key }) {
+                let sorted = group.sorted { $0.token < $1.token }
+                try await store.addJobPage(
+                    jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: due, tokens: sorted.map(\.token),
+                    users: sorted.map(\.userID)
+                )
+                nextPage += 1
+            }
+        }
+        switch plan.audience {
+        case .users(let users):
+            let wanted = Array(Set(users).subtracting(plan.excludedUsers)).sorted()
+            for start in stride(from: 0, to: wanted.count, by: FanOutWorker.pageSize) {
+                let slice = Array(wanted[start..<min(start + FanOutWorker.pageSize, wanted.count)])
+                let devices = try await store.activeDevices(tenant: job.tenantID, users: slice)
+                let found = Set(devices.map(\.userID))
+                withoutDevice += slice.filter { !found.contains($0) }
+                try await write(devices)
+            }
+        case .tokens(let tokens):
+            let unique = Array(Set(tokens)).sorted()
+            for start in stride(from: 0, to: unique.count, by: FanOutWorker.pageSize) {
+                let slice = Array(unique[start..<min(start + FanOutWorker.pageSize, unique.count)])
+                let devices = try await store.activeDevices(tenant: job.tenantID, tokens: slice)
+                try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
+            }
+        case .topic(let topic):
+            var after: String?
+            while true {
+                let devices = try await store.activeDevices(
+                    tenant: job.tenantID, topic: topic, after: after, limit: FanOutWorker.pageSize
+                )
+                if devices.isEmpty { break }
+                after = devices.map(\.token).max()
+                try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
+                if devices.count < FanOutWorker.pageSize { break }
+            }
+        }
+        // Page 0 sums up the recipients without a device; their rows say so.
+        let now2 = Date()
+        try await store.recordDeliveries(
+            withoutDevice.map {
+                DeliveryRecord(
+                    tenantID: job.tenantID, jobID: job.id, userID: $0, token: "", outcome: .skipped,
+                    reason: SkipReason.noDevice.rawValue, attempt: 0, sentAt: now2,
+                    notificationType: plan.notificationType
+                )
+            },
+            batchSize: 1_000
+        )
+        try await store.addJobPage(
+            jobID: job.id, tenant: job.tenantID, page: 0, dueAt: now, tokens: [], users: [],
+            skipped: withoutDevice.count, done: true
+        )
+        pagesWritten = nextPage
+    }
+}
+
+/// Sends one leased page: policy for each recipient, then the devices through the pools, recording the
+/// answers in batches as they come.
+private struct PageSender {
+    let page: JobPage
+    let job: JobRecord
+    let plan: SendPlan
+    let tenant: TenantConfiguration
+    let store: RelayStore
+    let pools: PoolRegistry
+    let results: ResultBroadcaster
+    let pacer: TenantPacer
+    /// Whether the page's lease was lost: no new send is started then.
+    let lost: @Sendable () -> Bool
+
+    mutating func run() async throws -> JobPageCounts {
+        let now = Date()
+        var counts = JobPageCounts()
+        let devices = try await store.activeDevices(tenant: page.tenantID, tokens: page.tokens)
+        let byToken = Dictionary(devices.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
+        var recorded: [String: DeliveryOutcome] = [:]
+        if page.claims > 1 {
+            recorded = try await store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens)
+            for outcome in recorded.values { count(outcome, into: &counts) }
+        }
+        let policy = RecipientPolicy(
+            tenant: tenant,
+            notification: PolicyNotification(
+                type: plan.notificationType, typeConfiguration: tenant.notificationTypes[plan.notificationType]!,
+                threadID: plan.threadID, scope: plan.scope, interruptionLevel: plan.interruptionLevel
+            )
+        )
+        let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
+        var toSend: [DeviceRecord] = []
+        var skips: [DeliveryRecord] = []
+        var deferred: [Date: [(token: String, user: String)]] = [:]
+        for (token, user) in zip(page.tokens, page.users) where recorded[token] == nil {
+            guard let device = byToken[token], device.userID == user else {
+                // Unregistered, deactivated or moved to another user since the job was planned.
+                skips.append(skip(user: user, token: token, reason: .noDevice, at: now))
+                continue
+            }
+            switch policy.decide(user: user, timeZone: device.timeZone, state: state, now: now) {
+            case .send: toSend.append(device)
+            case .skip(let reason): skips.append(skip(user: user, token: token, reason: reason, at: now))
+            case .deferUntil(let date): deferred[date, default: []].append((token, user))
+            }
+        }
+        counts.skipped += skips.count
+        if !skips.isEmpty { try await store.recordDeliveries(skips, batchSize: 1_000) }
+        for (due, group) in deferred {
+            try await store.deferJobDevices(
+                jobID: page.jobID, tenant: page.tenantID, dueAt: due, tokens: group.map(\.token),
+                users: group.map(\.user)
+            )
+            counts.deferred += group.count
+        }
+        try await send(toSend, counts: &counts)
+        return counts
+    }
+
+    private func skip(user: String, token: String, reason: SkipReason, at date: Date) -> DeliveryRecord {
+        DeliveryRecord(
+            tenantID: page.tenantID, jobID: page.jobID, userID: user, token: token, outcome: .skipped,
+            reason: reason.rawValue, attempt: 0, sentAt: date, notificationType: plan.notificationType
+        )
+    }
+
+    private func count(_ outcome: DeliveryOutcome, into counts: inout JobPageCounts) {
+        switch outcome {
+        case .skipped: counts.skipped += 1
+        case .delivered:
+            counts.devices += 1
+            counts.delivered += 1
+        default:
+            counts.devices += 1
+            counts.failed += 1
+        }
+    }
+
+    /// Sends to `devices`, at most ``FanOutWorker/concurrency`` at once and paced to the tenant's rate,
+    /// writing the answers every ``FanOutWorker/recordBatch``.
+    private func send(_ devices: [DeviceRecord], counts: inout JobPageCounts) async throws {
+        let rate = tenant.rateLimits.notificationsPerSecond
+        var pending: [DeliveryRecord] = []
+        var outcomes: [DeliveryOutcome] = []
+        try await withThrowingTaskGroup(of: DeliveryRecord.self) { group in
+            var next = devices.startIndex
+            var running = 0
+            func startMore() async {
+                while running < FanOutWorker.concurrency, next < devices.endIndex, !lost() {
+                    await pacer.acquire(tenant: page.tenantID, rate: rate)
+                    let device = devices[next]
+                    next += 1
+                    running += 1
+                    group.addTask { await self.deliver(device) }
+                }
+            }
+            await startMore()
+            while let record = try await group.next() {
+                running -= 1
+                pending.append(record)
+                outcomes.append(record.outcome)
+                if pending.count >= FanOutWorker.recordBatch {
+                    try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch)
+                    pending.removeAll(keepingCapacity: true)
+                }
+                await startMore()
+            }
+        }
+        if !pending.isEmpty { try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch) }
+        for outcome in outcomes { count(outcome, into: &counts) }
+    }
+
+    private func deliver(_ device: DeviceRecord) async -> DeliveryRecord {
+        let sentAt = Date()
+        var record = DeliveryRecord(
+            tenantID: page.tenantID, jobID: page.jobID, userID: device.userID, token: device.token,
+            outcome: .configurationFault, attempt: 1, sentAt: sentAt, notificationType: plan.notificationType
+        )
+        guard plan.environments.contains(device.environment) else {
+            record.reason = "EnvironmentNotConfigured"
+            record.answeredAt = sentAt
+            return record
+        }
+        let notification = APNsNotification(
+            deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType, priority: plan.priority,
+            expiration: plan.expiration(now: sentAt), collapseID: plan.collapseID, payload: plan.payload
+        )
+        do {
+            let pool = try await pools.pool(tenant: page.tenantID, environment: device.environment)
+            let report = try await pool.send(notification)
+            let answeredAt = Date()
+            record.outcome = DeliveryOutcome(report.outcome)
+            record.apnsID = report.response?.apnsID
+            record.reason = report.response?.reason?.rawValue ?? report.failure.map { "\($0)" }
+            record.attempt = max(report.attempts, 1)
+            record.answeredAt = answeredAt
+            record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(sentAt) * 1000)
+            if report.outcome == .tokenDead {
+                let timestamp = report.response?.timestampMilliseconds.map(Date.init(unixMilliseconds:)) ?? answeredAt
+                await tokenDied(device, reason: record.reason ?? "", at: timestamp)
+            } else if report.outcome == .delivered {
+                var event = Pushrelay_V1_ResultEvent()
+                event.receipt = Pushrelay_V1_Delivery(record)
+                results.publish(event, tenant: page.tenantID)
+            }
+        } catch let error as ProtocolError {
+            record.outcome = .retryLater
+            record.reason = error.message
+            record.answeredAt = Date()
+        } catch {
+            record.outcome = .retryLater
+            record.reason = "\(error)"
+            record.answeredAt = Date()
+        }
+        return record
+    }
+
+    private func tokenDied(_ device: DeviceRecord, reason: String, at timestamp: Date) async {
+        _ = try? await store.deactivateDevice(tenant: page.tenantID, token: device.token, appleTimestamp: timestamp)
+        var dead = Pushrelay_V1_DeadToken()
+        dead.userID = device.userID
+        dead.token = device.token
+        dead.reason = reason
+        dead.invalidatedAtMs = timestamp.unixMilliseconds
+        dead.jobID = page.jobID
+        var event = Pushrelay_V1_ResultEvent()
+        event.deadToken = dead
+        results.publish(event, tenant: page.tenantID)
+    }
+}
+
+/// Wakes waiting loops: `fire` releases every current waiter at once.
+final class WakeSignal: Sendable {
+    private let waiters = Mutex<[UUID: CheckedContinuation<Void, Never>]>([:])
+
+    /// Releases every loop waiting now.
+    func fire() {
+        let all = waiters.withLock { waiters in
+            defer { waiters = [:] }
+            return Array(waiters.values)
+        }
+        for waiter in all { waiter.resume() }
+    }
+
+    /// Waits for `fire` or `limit`, whichever comes first.
+    func wait(upTo limit: Duration) async {
+        let id = UUID()
+        await withCheckedContinuation { continuation in
+            waiters.withLock { $0[id] = continuation }
+            // Started after the waiter is stored, so its release cannot come first and be lost.
+            Task {
+                try? await Task.sleep(for: limit)
+                self.release(id)
+            }
+        }
+    }
+
+    private func release(_ id: UUID) {
+        waiters.withLock { $0.removeValue(forKey: id) }?.resume()
+    }
+}
