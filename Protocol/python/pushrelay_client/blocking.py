@@ -209,6 +209,7 @@ class RelayClient:
         wait: bool = False,
         scope: str = "",
         send_at_ms: int = 0,
+        send_at_local: str = "",
     ) -> pb.SendResult:
         """SEND: one notification to exactly one audience (see :meth:`AsyncRelayClient.send`)."""
         return self._call(
@@ -236,12 +237,17 @@ class RelayClient:
                 wait=wait,
                 scope=scope,
                 send_at_ms=send_at_ms,
+                send_at_local=send_at_local,
             )
         )
 
     def job_status(self, *, job_id: str) -> pb.Job:
         """JOB_STATUS: a job's state and counts."""
         return self._call(self._client.job_status(job_id=job_id))
+
+    def cancel_job(self, *, job_id: str) -> pb.Job:
+        """CANCEL_JOB: nothing more of a scheduled or running job is sent."""
+        return self._call(self._client.cancel_job(job_id=job_id))
 
     def query_deliveries(
         self,

@@ -581,6 +581,7 @@ class AsyncRelayClient:
         wait: bool = False,
         scope: str = "",
         send_at_ms: int = 0,
+        send_at_local: str = "",
     ) -> pb.SendResult:
         """SEND: one notification to exactly one audience (``user_ids``, ``tokens`` or ``topic``).
 
@@ -588,7 +589,8 @@ class AsyncRelayClient:
         ``custom_json`` is a JSON object's text or a mapping (serialized here); ``template_values``
         fill the type's thread-id and category templates. The answer comes once the job is committed,
         or with ``wait`` once every device has its APNs outcome (``SendResult.outcomes``). Optional
-        numbers left None are absent (the type's setting applies).
+        numbers left None are absent (the type's setting applies). ``send_at_ms`` (Unix ms) or
+        ``send_at_local`` (``"2026-11-22T00:00"`` in each recipient's time zone) schedule the job.
         """
         message = pb.Send(
             notification_type=notification_type,
@@ -609,6 +611,7 @@ class AsyncRelayClient:
             wait=wait,
             scope=scope,
             send_at_ms=send_at_ms,
+            send_at_local=send_at_local,
         )
         if alert is not None:
             message.alert.CopyFrom(alert if isinstance(alert, pb.Alert) else pb.Alert(**alert))
@@ -625,6 +628,10 @@ class AsyncRelayClient:
     async def job_status(self, *, job_id: str) -> pb.Job:
         """JOB_STATUS: a job's state and counts (``NOT_FOUND`` for another tenant's job)."""
         return await self._call(Kind.JOB_STATUS, pb.JobStatus(job_id=job_id), pb.Job)
+
+    async def cancel_job(self, *, job_id: str) -> pb.Job:
+        """CANCEL_JOB: nothing more of a scheduled or running job is sent; answers the job."""
+        return await self._call(Kind.CANCEL_JOB, pb.CancelJob(job_id=job_id), pb.Job)
 
     async def query_deliveries(
         self,

@@ -70,6 +70,8 @@ class Kind(IntEnum):
     SEND_OK = 0x8020
     JOB_STATUS = 0x0021
     JOB_STATUS_OK = 0x8021
+    CANCEL_JOB = 0x0023
+    CANCEL_JOB_OK = 0x8023
     QUERY_DELIVERIES = 0x0022
     QUERY_DELIVERIES_OK = 0x8022
     SET_PREFERENCES = 0x0030
@@ -120,6 +122,8 @@ MESSAGE_TYPES: Dict[int, Type[Message]] = {
     Kind.SEND_OK: pb.SendResult,
     Kind.JOB_STATUS: pb.JobStatus,
     Kind.JOB_STATUS_OK: pb.Job,
+    Kind.CANCEL_JOB: pb.CancelJob,
+    Kind.CANCEL_JOB_OK: pb.Job,
     Kind.QUERY_DELIVERIES: pb.QueryDeliveries,
     Kind.QUERY_DELIVERIES_OK: pb.DeliveryList,
     Kind.SET_PREFERENCES: pb.SetPreferences,

@@ -213,6 +213,23 @@ def test_send_without_wait_completes() -> None:
     run(test)
 
 
+def test_scheduled_send_is_scheduled_then_cancelled() -> None:
+    async def test() -> None:
+        user = new_user()
+        async with await circl() as client:
+            await client.register_device(user_id=user, token=new_token())
+            result = await client.send(
+                notification_type="message", user_ids=[user], template_values=MESSAGE_VALUES,
+                send_at_ms=now_ms() + 3_600_000, wait=True,
+            )
+            assert result.job.state == pb.SCHEDULED and not result.outcomes
+            cancelled = await client.cancel_job(job_id=result.job_id)
+            assert cancelled.state == pb.CANCELLED
+            assert (await client.job_status(job_id=result.job_id)).state == pb.CANCELLED
+
+    run(test)
+
+
 def test_idempotency_key() -> None:
     async def test() -> None:
         user, key = new_user(), f"py-{uuid.uuid4()}"
