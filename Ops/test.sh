@@ -12,6 +12,9 @@
 #   4. swift test "$@"
 #   5. Ops/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
 #   6. Ops/test-python.sh: the Python client's tests, then the client against `pushrelay serve`
+#   7. Ops/crash-test.sh (a relay killed with SIGKILL mid fan-out and restarted: every device served,
+#      duplicates within the window, deliveries agree with APNs) and Ops/two-relays.sh (two relays
+#      on one database share one fan-out, every device exactly once)
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -110,6 +113,14 @@ step="python-client"
 log "Ops/test-python.sh"
 PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/test-python.sh"
 
+# --- 7. durable fan-out: a crash mid fan-out, two relays on one database -------------------------
+step="fan-out-crash"
+log "Ops/crash-test.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/crash-test.sh"
+step="fan-out-two-relays"
+log "Ops/two-relays.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/two-relays.sh"
+
 step="done"
-printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client passed in %ds\n' \
+printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash and two relays passed in %ds\n' \
     "${*:+ $*}" "$(($(date +%s) - started))"
