@@ -20,13 +20,15 @@ let tenantsFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().
 
 /// A whole relay for one test: an embedded PostgreSQL in a fresh folder with the repository's tenants, the
 /// APNs simulator (recording requests), the pools, the service and the TCP server on a free port, and a
-/// credential for circl and for familyportal.
+/// credential for each tenant.
 struct RelayHarness: Sendable {
     /// A token the simulator answers with 410 Unregistered and Apple's timestamp.
     static let deadToken = String(repeating: "de", count: 32)
-    /// The timestamp the simulator gives for ``deadToken``: a minute after the tests start, so the tests'
-    /// registrations are older than APNs' verdict (a registration newer than it keeps the token active).
-    static let deadTokenTimestamp = Int64(Date().timeIntervalSince1970 * 1000) + 60_000
+    /// The timestamp the simulator gives for ``deadToken``: a day after the first relay of the test process
+    /// starts, so the tests' registrations are older than APNs' verdict however long the run takes (a
+    /// registration newer than it keeps the token active; a minute was too short once the relay suites took
+    /// longer than that).
+    static let deadTokenTimestamp = Int64(Date().timeIntervalSince1970 * 1000) + 86_400_000
 
     let store: RelayStore
     let simulator: APNsSimulator
@@ -77,8 +79,8 @@ struct RelayHarness: Sendable {
         let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
         _ = try await store.syncTenants(tenants)
         var credentials: [String: String] = [:]
-        for tenant in ["circl", "familyportal"] {
-            credentials[tenant] = try await store.issueCredential(tenant: tenant, name: "tests").secret
+        for tenant in tenants {
+            credentials[tenant.id] = try await store.issueCredential(tenant: tenant.id, name: "tests").secret
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         var simulatorConfiguration = APNsSimulatorConfiguration(certificateDirectory: folder + "/sim")
@@ -126,6 +128,27 @@ struct RelayHarness: Sendable {
         await pools.shutdown(gracePeriod: .zero)
         try? await simulator.shutdown()
         try? await group.shutdownGracefully()
+    }
+
+    /// The requests the simulator received for `token`, oldest first.
+    func requests(to token: String) -> [APNsSimulatorRequest] {
+        simulator.receivedRequests().filter { $0.deviceToken == token }
+    }
+
+    /// The requests for `token` once `count` of them have arrived, polling the simulator until `deadline`
+    /// passes; fewer when they did not arrive in time.
+    func awaitRequests(
+        to token: String,
+        count: Int = 1,
+        within deadline: Duration = .seconds(15)
+    ) async -> [APNsSimulatorRequest] {
+        let end = ContinuousClock.now + deadline
+        var found = requests(to: token)
+        while found.count < count, ContinuousClock.now < end {
+            try? await Task.sleep(for: .milliseconds(50))
+            found = requests(to: token)
+        }
+        return found
     }
 
     /// A client of `tenant` connected to this relay.

@@ -5,7 +5,7 @@ import PostgresNIO
 import RelayStore
 import Testing
 
-/// Runs `body` with a migrated store holding the tenants of `Tenants/` (circl, familyportal, argus, anky).
+/// Runs `body` with a migrated store holding the tenants of `Tenants/` (circl, familyportal, argus, anky, dispo).
 func withKeyStore(_ body: @escaping @Sendable (RelayStore) async throws -> Void) async throws {
     let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
     try await withMigratedStore { store in

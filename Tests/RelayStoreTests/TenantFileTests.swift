@@ -45,10 +45,10 @@ func parseError(_ yaml: String) throws -> TenantFileError {
 
 @Suite("Tenant files")
 struct TenantFileTests {
-    @Test("the four files in Tenants/ parse, with the seeds' policies and types")
+    @Test("the five files in Tenants/ parse, with the seeds' policies and types")
     func realFiles() throws {
         let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
-        #expect(tenants.map(\.id) == ["anky", "argus", "circl", "familyportal"])
+        #expect(tenants.map(\.id) == ["anky", "argus", "circl", "dispo", "familyportal"])
         let byID = Dictionary(uniqueKeysWithValues: tenants.map { ($0.id, $0) })
 
         let circl = try #require(byID["circl"])
@@ -78,6 +78,12 @@ struct TenantFileTests {
         #expect(anky.tokenPolicy == .onePerUserPlatform)
         #expect(anky.notificationTypes.keys.sorted() == ["daily_prompt"])
         #expect(anky.bundleIDs.values.first?.environments == [.production, .development])
+
+        let dispo = try #require(byID["dispo"])
+        #expect(dispo.bundleIDs["com.dispo.app"]?.environments == [.production, .development])
+        #expect(dispo.tokenPolicy == .onePerUserPlatform)
+        #expect(dispo.notificationTypes.keys.sorted() == ["event_comment", "event_created"])
+        #expect(dispo.notificationTypes.values.allSatisfy { $0.pushType == .alert && $0.bundleID == "com.dispo.app" })
     }
 
     @Test("defaults: priority 10 (5 for background), no expiration, opt-out allowed, on by default")

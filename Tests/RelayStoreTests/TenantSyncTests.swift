@@ -15,26 +15,27 @@ func withMigratedStore(_ body: @escaping @Sendable (RelayStore) async throws -> 
 
 @Suite("Tenant sync")
 struct TenantSyncTests {
-    @Test("sync creates 4, then reports 4 unchanged, then 1 updated after an edit")
+    @Test("sync creates 5, then reports 5 unchanged, then 1 updated after an edit")
     func idempotentSync() async throws {
         let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
         try await withMigratedStore { store in
             let first = try await store.syncTenants(tenants)
-            #expect(first == TenantSyncReport(created: ["anky", "argus", "circl", "familyportal"]))
+            #expect(first == TenantSyncReport(created: ["anky", "argus", "circl", "dispo", "familyportal"]))
 
             let second = try await store.syncTenants(tenants)
-            #expect(second == TenantSyncReport(unchanged: ["anky", "argus", "circl", "familyportal"]))
+            #expect(second == TenantSyncReport(unchanged: ["anky", "argus", "circl", "dispo", "familyportal"]))
 
             var edited = tenants
             let index = try #require(edited.firstIndex { $0.id == "argus" })
             edited[index].notificationTypes["doorbell"]?.expiration = 60
             let third = try await store.syncTenants(edited)
-            #expect(third == TenantSyncReport(updated: ["argus"], unchanged: ["anky", "circl", "familyportal"]))
+            #expect(
+                third == TenantSyncReport(updated: ["argus"], unchanged: ["anky", "circl", "dispo", "familyportal"]))
             #expect(try await store.tenant(id: "argus")?.configuration == edited[index])
-            #expect(try await store.syncTenants(edited).unchanged.count == 4)
+            #expect(try await store.syncTenants(edited).unchanged.count == 5)
 
             let listed = try await store.listTenants()
-            #expect(listed.map(\.id) == ["anky", "argus", "circl", "familyportal"])
+            #expect(listed.map(\.id) == ["anky", "argus", "circl", "dispo", "familyportal"])
             let allEnabled = listed.allSatisfy { $0.enabled }
             #expect(allEnabled)
             #expect(listed.first { $0.id == "familyportal" }?.displayName == "Family Portal")
@@ -48,7 +49,7 @@ struct TenantSyncTests {
             try await store.syncTenants(tenants)
             let report = try await store.syncTenants(tenants.filter { $0.id != "anky" })
             #expect(report.notInFolder == ["anky"])
-            #expect(report.unchanged == ["argus", "circl", "familyportal"])
+            #expect(report.unchanged == ["argus", "circl", "dispo", "familyportal"])
             #expect(try await store.tenant(id: "anky") != nil)
         }
     }
@@ -83,7 +84,7 @@ struct TenantSyncTests {
             try await store.syncTenants(tenants)
             try await store.setTenantEnabled(id: "circl", enabled: false)
             #expect(try await store.tenant(id: "circl")?.enabled == false)
-            #expect(try await store.syncTenants(tenants).unchanged.count == 4)
+            #expect(try await store.syncTenants(tenants).unchanged.count == 5)
             #expect(try await store.tenant(id: "circl")?.enabled == false)
             try await store.setTenantEnabled(id: "circl", enabled: true)
             #expect(try await store.tenant(id: "circl")?.enabled == true)
