@@ -43,6 +43,10 @@ public final class FanOutWorker: Sendable {
     private let pacer = TenantPacer()
     private let logger: Logger
     private let signal = WakeSignal()
+    /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
+    private let plans = Mutex<[String: (plan: SendPlan, tenant: TenantConfiguration)]>([:])
+    /// Plans kept before the cache starts again.
+    static let planCacheSize = 256
 
     init(
         store: RelayStore,
@@ -111,13 +115,20 @@ public final class FanOutWorker: Sendable {
         }
     }
 
-    /// The job's send plan, rebuilt from its stored request and its tenant's current configuration.
+    /// The job's send plan, rebuilt from its stored request and its tenant's configuration (once per job
+    /// and process).
     private func sendPlan(for job: JobRecord) async throws -> (SendPlan, TenantConfiguration) {
+        if let cached = plans.withLock({ $0[job.id] }) { return cached }
         guard let tenant = try await tenants.tenant(job.tenantID)?.configuration else {
             throw ProtocolError(.notFound, "tenant \(job.tenantID) is gone")
         }
         let request = try Pushrelay_V1_Send(serializedBytes: job.request)
-        return (try SendPlan(request, tenant: tenant, limits: ProtocolLimits(maxRecipients: .max)), tenant)
+        let plan = try SendPlan(request, tenant: tenant, limits: ProtocolLimits(maxRecipients: .max))
+        plans.withLock { plans in
+            if plans.count >= Self.planCacheSize { plans.removeAll(keepingCapacity: true) }
+            plans[job.id] = (plan, tenant)
+        }
+        return (plan, tenant)
     }
 
     // MARK: Sending pages

@@ -135,6 +135,37 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func aCredentialOverItsRequestLimitIsRateLimitedWithARetryAfter() async throws {
+            try await RelayHarness.with(requestsPerSecond: 5) { relay in
+                let client = relay.client("circl")
+                var codes: [Pushrelay_V1_ErrorCode?] = []
+                var retryAfter: UInt32 = 0
+                for _ in 0..<20 {
+                    do throws(PushRelayClientError) {
+                        _ = try await client.listDevices(userID: "ada")
+                        codes.append(nil)
+                    } catch {
+                        if case .relay(let error) = error {
+                            codes.append(error.code)
+                            retryAfter = max(retryAfter, error.retryAfterMilliseconds)
+                        }
+                    }
+                }
+                // A burst of 5 passes, the rest of the 20 quick requests are refused with a retry-after.
+                #expect(codes.prefix(5).allSatisfy { $0 == nil })
+                #expect(codes.contains(.rateLimited))
+                #expect(codes.allSatisfy { $0 == nil || $0 == .rateLimited })
+                #expect(retryAfter > 0 && retryAfter <= 1_000)
+                // Another credential (another tenant) is not limited by it.
+                let family = relay.client("familyportal")
+                #expect(try await family.listDevices(userID: "mum").devices.isEmpty)
+                try await Task.sleep(for: .milliseconds(Int(retryAfter) + 50))
+                #expect(try await client.listDevices(userID: "ada").devices.isEmpty)
+                await client.close()
+                await family.close()
+            }
+        }
+
         @Test func seededRandomFramesNeverCrashOrWedgeTheRelay() async throws {
             try await RelayHarness.with { relay in
                 var generator = SeededGenerator(seed: 20_261_121)

@@ -44,6 +44,7 @@ struct RelayHarness: Sendable {
     static func with(
         configure: (inout RelayServerConfiguration) -> Void = { _ in },
         simulatorKeys: [APNsSigningKey] = [],
+        requestsPerSecond: Double = 1_000,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
         var configuration = RelayServerConfiguration(port: 0)
@@ -59,7 +60,8 @@ struct RelayHarness: Sendable {
             try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) { store in
                 try await store.migrate()
                 try await run(
-                    store: store, folder: folder, configuration: serverConfiguration, simulatorKeys: simulatorKeys, body
+                    store: store, folder: folder, configuration: serverConfiguration, simulatorKeys: simulatorKeys,
+                    requestsPerSecond: requestsPerSecond, body
                 )
             }
             try await postgres.stop()
@@ -74,6 +76,7 @@ struct RelayHarness: Sendable {
         folder: String,
         configuration: RelayServerConfiguration,
         simulatorKeys: [APNsSigningKey],
+        requestsPerSecond: Double,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
         let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
@@ -103,7 +106,10 @@ struct RelayHarness: Sendable {
         )
         let masterKey = MasterKey.generate()
         let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: quietLogger)
-        let service = RelayService(store: store, pools: pools, limits: configuration.limits, logger: quietLogger)
+        let service = RelayService(
+            store: store, pools: pools, limits: configuration.limits, requestsPerSecond: requestsPerSecond,
+            requestBurst: max(1, Int(requestsPerSecond)), logger: quietLogger
+        )
         let server = try await RelayServer.start(
             configuration: configuration, service: service, group: group, logger: quietLogger
         )
