@@ -244,7 +244,8 @@ extension RelayStore {
                 """,
                 logger: logger
             ).decode((String, String).self) {
-                if let outcome = DeliveryOutcome(rawValue: outcome), found[token] != .delivered { found[token] = outcome }
+                guard let outcome = DeliveryOutcome(rawValue: outcome), found[token] != .delivered else { continue }
+                found[token] = outcome
             }
         } catch {
             throw relayStoreFailure(error)
