@@ -240,16 +240,18 @@ private struct PagePlanner {
         }
         // Page 0 sums up the recipients without a device; their rows say so.
         let now2 = Date()
-        try await store.recordDeliveries(
-            withoutDevice.map {
-                DeliveryRecord(
-                    tenantID: job.tenantID, jobID: job.id, userID: $0, token: "", outcome: .skipped,
-                    reason: SkipReason.noDevice.rawValue, attempt: 0, sentAt: now2,
-                    notificationType: plan.notificationType
-                )
-            },
-            batchSize: 1_000
-        )
+        let rows = withoutDevice.map {
+            DeliveryRecord(
+                tenantID: job.tenantID, jobID: job.id, userID: $0, token: "", outcome: .skipped,
+                reason: SkipReason.noDevice.rawValue, attempt: 0, sentAt: now2,
+                notificationType: plan.notificationType
+            )
+        }
+        try await store.recordDeliveries(rows, batchSize: 1_000)
+        if !rows.isEmpty {
+            RelayMetrics.writeBatch(rows.count)
+            RelayMetrics.notifications(rows)
+        }
         try await store.addJobPage(
             jobID: job.id, tenant: job.tenantID, page: 0, dueAt: now, tokens: [], users: [],
             skipped: withoutDevice.count, done: true
@@ -306,7 +308,11 @@ private struct PageSender {
             }
         }
         counts.skipped += skips.count
-        if !skips.isEmpty { try await store.recordDeliveries(skips, batchSize: 1_000) }
+        if !skips.isEmpty {
+            try await store.recordDeliveries(skips, batchSize: 1_000)
+            RelayMetrics.writeBatch(skips.count)
+            RelayMetrics.notifications(skips)
+        }
         for (due, group) in deferred {
             try await store.deferJobDevices(
                 jobID: page.jobID, tenant: page.tenantID, dueAt: due, tokens: group.map(\.token),
@@ -362,12 +368,18 @@ private struct PageSender {
                 outcomes.append(record.outcome)
                 if pending.count >= FanOutWorker.recordBatch {
                     try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch)
+                    RelayMetrics.writeBatch(pending.count)
+                    RelayMetrics.notifications(pending)
                     pending.removeAll(keepingCapacity: true)
                 }
                 await startMore()
             }
         }
-        if !pending.isEmpty { try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch) }
+        if !pending.isEmpty {
+            try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch)
+            RelayMetrics.writeBatch(pending.count)
+            RelayMetrics.notifications(pending)
+        }
         for outcome in outcomes { count(outcome, into: &counts) }
     }
 
@@ -388,7 +400,9 @@ private struct PageSender {
         )
         do {
             let pool = try await pools.pool(tenant: page.tenantID, environment: device.environment)
+            let started = ContinuousClock.now
             let report = try await pool.send(notification)
+            RelayMetrics.apnsLatency(ContinuousClock.now - started)
             let answeredAt = Date()
             record.outcome = DeliveryOutcome(report.outcome)
             record.apnsID = report.response?.apnsID

@@ -1,5 +1,6 @@
 public import APNs
 public import Logging
+import Metrics
 public import NIOCore
 import PostgresNIO
 public import PushRelayProtocol
@@ -60,6 +61,8 @@ public actor PoolRegistry {
     private var pools: [PoolKey: Entry] = [:]
     private var generation = 0
     private var rebuilds: [String: Int] = [:]
+    /// The pools ``warm(_:)`` built: readiness wants each of them up.
+    private var warmed: Set<PoolKey> = []
 
     /// A registry that builds pools on `group` with keys from `store`, unsealed with `masterKey`.
     public init(store: RelayStore, masterKey: MasterKey?, target: APNsTarget, group: any EventLoopGroup, logger: Logger)
@@ -138,6 +141,7 @@ public actor PoolRegistry {
         for (tenant, environment) in tenants {
             do {
                 _ = try await pool(tenant: tenant, environment: environment)
+                warmed.insert(PoolKey(tenant: tenant, environment: environment))
             } catch {
                 logger.warning(
                     "APNs pool not warmed", metadata: ["tenant": "\(tenant)", "error": "\(error.message)"]
@@ -164,6 +168,36 @@ public actor PoolRegistry {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
+    }
+
+    /// Samples every built pool into the `pushrelay_pool_connections` (ready connections) and
+    /// `pushrelay_pool_streams_in_flight` gauges, by tenant and environment.
+    public func recordMetrics() async {
+        for (key, entry) in pools {
+            guard let built = try? await entry.task.value, let snapshot = try? await built.pool.snapshot() else {
+                continue
+            }
+            let dimensions = [("tenant", key.tenant), ("environment", key.environment.rawValue)]
+            Gauge(label: RelayMetrics.poolConnectionsLabel, dimensions: dimensions)
+                .record(snapshot.connections.count(where: \.isReady))
+            Gauge(label: RelayMetrics.poolStreamsLabel, dimensions: dimensions).record(snapshot.streamsInFlight)
+        }
+    }
+
+    /// Why the relay cannot send right now, or `nil` when every pool ``warm(_:)`` built has at least one
+    /// ready connection.
+    public func notReadyReason() async -> String? {
+        for key in warmed.sorted(by: { ($0.tenant, $0.environment.rawValue) < ($1.tenant, $1.environment.rawValue) }) {
+            let name = "\(key.tenant) (\(key.environment.rawValue))"
+            guard let entry = pools[key], let built = try? await entry.task.value else {
+                return "APNs pool \(name) is not built"
+            }
+            guard let snapshot = try? await built.pool.snapshot(), snapshot.connections.contains(where: \.isReady)
+            else {
+                return "APNs pool \(name) has no ready connection"
+            }
+        }
+        return nil
     }
 
     /// Shuts every pool down, waiting up to `gracePeriod` for in-flight requests.

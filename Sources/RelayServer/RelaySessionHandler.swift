@@ -219,6 +219,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             guard self.state == .authenticating else { return }
             switch result {
             case .success(let tenant):
+                RelayMetrics.request(.hello, error: nil)
                 self.helloTimer?.cancel()
                 self.state = .open(tenant: tenant)
                 self.limiterKey = tenant + "/" + String(hello.credential.prefix(12))
@@ -228,6 +229,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 self.write(kind: FrameKind.hello.answer, requestID: frame.requestID, message: self.helloOK(tenant))
                 self.processInbound(context: context)
             case .failure(let error):
+                RelayMetrics.request(.hello, error: error)
                 self.logger.info("authentication failed", metadata: ["tenant": "\(hello.tenant)"])
                 self.writeError(error, requestID: frame.requestID, context: context)
                 self.close(context: context)
@@ -289,6 +291,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             unsubscribe(frame, context: context)
         case let kind where FrameKind.requests.contains(kind):
             if let retryAfter = service.requests.admit(limiterKey) {
+                RelayMetrics.request(kind, error: ProtocolError(.rateLimited, ""))
                 writeError(
                     ProtocolError(
                         .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter
@@ -307,6 +310,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             }
             future.assumeIsolated().whenSuccess { result in
                 self.inFlight.remove(id)
+                switch result {
+                case .success: RelayMetrics.request(kind, error: nil)
+                case .failure(let error): RelayMetrics.request(kind, error: error)
+                }
                 guard self.state != .closed else { return }
                 switch result {
                 case .success(let (kind, body)):

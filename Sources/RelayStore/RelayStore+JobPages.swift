@@ -336,3 +336,26 @@ extension RelayStore {
         )
     }
 }
+
+extension RelayStore {
+    /// The fan-out queue's depth for metrics: pages due and not done (pending or leased, of running jobs),
+    /// and the due time of the oldest pending due page nobody has claimed (`nil` when there is none).
+    public func pagesDue() async throws(RelayStoreError) -> (due: Int, oldestUnclaimedDueAt: Date?) {
+        do {
+            for try await (due, oldest) in try await client.query(
+                """
+                SELECT count(*)::int8,
+                    min(q.due_at) FILTER (WHERE q.state = 'pending' OR q.lease_until < now())
+                FROM job_pages q JOIN jobs j ON j.id = q.job_id
+                WHERE q.state IN ('pending', 'leased') AND q.due_at <= now() AND j.state = 'running'
+                """,
+                logger: logger
+            ).decode((Int64, Date?).self) {
+                return (Int(due), oldest)
+            }
+            return (0, nil)
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+}

@@ -4,9 +4,11 @@ import ArgumentParser
 import Crypto
 import Foundation
 import Logging
+import Metrics
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Prometheus
 import PushRelayProtocol
 import RelayServer
 import RelayStore
@@ -70,6 +72,8 @@ struct ServeCommand: AsyncParsableCommand {
     var requestBurst = 2_000
     @Option(help: "Days of delivery rows kept; older daily partitions are dropped hourly.")
     var retentionDays = 30
+    @Option(help: "host:port of the operators' HTTP port (/metrics, /healthz, /readyz); \"\" turns it off.")
+    var metricsListen = "127.0.0.1:9411"
     @Option(help: "Write host:port here once the relay accepts connections.")
     var readyFile: String?
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
@@ -80,6 +84,9 @@ struct ServeCommand: AsyncParsableCommand {
         configuredLogger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let logger = configuredLogger
         let serverConfiguration = try makeServerConfiguration()
+        if !metricsListen.isEmpty, RelayAddress(metricsListen) == nil {
+            throw Failure(message: "--metrics-listen must be host:port or \"\", not \(metricsListen)")
+        }
         let folder = tenants
         let masterKey = try Self.loadMasterKey(file: masterKeyFile)
         if masterKey == nil {
@@ -151,17 +158,30 @@ struct ServeCommand: AsyncParsableCommand {
                 try? await Task.sleep(for: .seconds(3_600))
             }
         }
+        let metricsSampler = Task { await service.recordMetrics(every: .seconds(5)) }
+        var operatorServer: OperatorHTTPServer?
+        if let metricsAddress = RelayAddress(metricsListen) {
+            operatorServer = try await OperatorHTTPServer.start(
+                host: metricsAddress.host, port: metricsAddress.port, registry: Self.bootstrapMetrics(),
+                readiness: { await service.notReadyReason() }, group: group, logger: logger
+            )
+        }
         let server = try await RelayServer.start(
             configuration: serverConfiguration, service: service, group: group, logger: logger
         )
         let address = "\(server.host):\(server.port)"
         print("pushrelay: listening on \(address)")
+        if let operatorServer {
+            print("pushrelay: metrics and health on http://\(operatorServer.host):\(operatorServer.port)")
+        }
         if let readyFile {
             try Data(address.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
         }
         let signal = await ShutdownSignal.wait()
         logger.info("shutting down", metadata: ["signal": "\(signal)"])
         await server.shutdown()
+        metricsSampler.cancel()
+        await operatorServer?.shutdown()
         fanOut.cancel()
         await fanOut.value
         keyChanges.cancel()
@@ -170,6 +190,22 @@ struct ServeCommand: AsyncParsableCommand {
         try? await simulator?.shutdown()
         try await group.shutdownGracefully()
         print("pushrelay: stopped")
+    }
+
+    /// Makes the Prometheus registry the backend of swift-metrics, with buckets fitting the relay's
+    /// histograms, and returns it.
+    private static func bootstrapMetrics() -> PrometheusCollectorRegistry {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["pushrelay_apns_latency_seconds"] = [
+            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+            .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2_500), .seconds(5), .seconds(10),
+        ]
+        factory.valueHistogramBuckets["pushrelay_delivery_write_batch_size"] = [
+            1, 2, 5, 10, 25, 50, 100, 128, 250, 500, 1_000,
+        ]
+        MetricsSystem.bootstrap(factory)
+        return registry
     }
 
     /// Starts the in-process simulator, trusting every stored key of the tenants (when the master key opens

@@ -40,11 +40,13 @@ struct RelayHarness: Sendable {
     /// The master key the relay unseals stored signing keys with.
     let masterKey: MasterKey
 
-    /// Runs `body` with a fresh relay, then shuts everything down.
+    /// Runs `body` with a fresh relay, then shuts everything down. `logger` is given to the store, the
+    /// pools, the service and the server (the embedded PostgreSQL and the simulator stay quiet).
     static func with(
         configure: (inout RelayServerConfiguration) -> Void = { _ in },
         simulatorKeys: [APNsSigningKey] = [],
         requestsPerSecond: Double = 1_000,
+        logger: Logger = quietLogger,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
         var configuration = RelayServerConfiguration(port: 0)
@@ -57,11 +59,11 @@ struct RelayHarness: Sendable {
         try await postgres.start()
         do {
             let endpoint = try #require(await postgres.endpoint)
-            try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) { store in
+            try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: logger) { store in
                 try await store.migrate()
                 try await run(
                     store: store, folder: folder, configuration: serverConfiguration, simulatorKeys: simulatorKeys,
-                    requestsPerSecond: requestsPerSecond, body
+                    requestsPerSecond: requestsPerSecond, logger: logger, body
                 )
             }
             try await postgres.stop()
@@ -77,6 +79,7 @@ struct RelayHarness: Sendable {
         configuration: RelayServerConfiguration,
         simulatorKeys: [APNsSigningKey],
         requestsPerSecond: Double,
+        logger: Logger,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
         let tenants = try TenantConfiguration.loadFolder(tenantsFolder)
@@ -105,13 +108,13 @@ struct RelayHarness: Sendable {
             connectionsPerPool: 1, fallbackKeys: keys
         )
         let masterKey = MasterKey.generate()
-        let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: quietLogger)
+        let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
         let service = RelayService(
             store: store, pools: pools, limits: configuration.limits, requestsPerSecond: requestsPerSecond,
-            requestBurst: max(1, Int(requestsPerSecond)), logger: quietLogger
+            requestBurst: max(1, Int(requestsPerSecond)), logger: logger
         )
         let server = try await RelayServer.start(
-            configuration: configuration, service: service, group: group, logger: quietLogger
+            configuration: configuration, service: service, group: group, logger: logger
         )
         let fanOut = Task { await service.runFanOut() }
         let harness = RelayHarness(

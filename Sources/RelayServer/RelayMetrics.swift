@@ -1,0 +1,98 @@
+import Foundation
+import Metrics
+import PushRelayProtocol
+import RelayStore
+
+/// The relay's metrics, emitted through swift-metrics: whatever backend `MetricsSystem` was bootstrapped
+/// with (Prometheus in `serve`, the no-op one in tests) receives them.
+enum RelayMetrics {
+    static let requestsLabel = "pushrelay_requests_total"
+    static let notificationsLabel = "pushrelay_notifications_total"
+    static let apnsLatencyLabel = "pushrelay_apns_latency_seconds"
+    static let poolConnectionsLabel = "pushrelay_pool_connections"
+    static let poolStreamsLabel = "pushrelay_pool_streams_in_flight"
+    static let pagesDueLabel = "pushrelay_pages_due"
+    static let scheduledLagLabel = "pushrelay_scheduled_job_lag_seconds"
+    static let writeBatchLabel = "pushrelay_delivery_write_batch_size"
+
+    /// Counts one answered request of `kind`: `ok`, or the wire name of the error it was refused with.
+    static func request(_ kind: FrameKind, error: ProtocolError?) {
+        Counter(
+            label: requestsLabel,
+            dimensions: [("method", kind.metricName), ("outcome", error.map { $0.code.wireName } ?? "ok")]
+        ).increment()
+    }
+
+    /// Counts delivery rows as they are made, skips included.
+    static func notifications(_ records: some Sequence<DeliveryRecord>) {
+        var counts: [[String]: Int] = [:]
+        for record in records {
+            counts[[record.tenantID, record.outcome.rawValue, reasonLabel(record.reason)], default: 0] += 1
+        }
+        for (key, count) in counts {
+            Counter(
+                label: notificationsLabel, dimensions: [("tenant", key[0]), ("outcome", key[1]), ("reason", key[2])]
+            ).increment(by: count)
+        }
+    }
+
+    /// Records the time APNs took to answer one notification.
+    static func apnsLatency(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        Metrics.Timer(label: apnsLatencyLabel).recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// Records the size of one batch of delivery rows written by the fan-out.
+    static func writeBatch(_ size: Int) {
+        Recorder(label: writeBatchLabel, aggregate: true).record(size)
+    }
+
+    /// A bounded `reason` label: APNs' reason names and the relay's skip reasons are kept, anything else
+    /// (transport failures described in prose) is `other`; no reason is `none`.
+    static func reasonLabel(_ reason: String?) -> String {
+        guard let reason, !reason.isEmpty else { return "none" }
+        guard reason.utf8.count <= 40, reason.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "_") }) else {
+            return "other"
+        }
+        return reason
+    }
+}
+
+extension FrameKind {
+    /// The request kind's name in metrics: `send`, `register_device`, ...; `0x....` for unknown kinds.
+    var metricName: String {
+        switch self {
+        case .hello: "hello"
+        case .ping: "ping"
+        case .goodbye: "goodbye"
+        case .registerDevice: "register_device"
+        case .unregisterDevice: "unregister_device"
+        case .listDevices: "list_devices"
+        case .send: "send"
+        case .jobStatus: "job_status"
+        case .cancelJob: "cancel_job"
+        case .queryDeliveries: "query_deliveries"
+        case .setPreferences: "set_preferences"
+        case .getPreferences: "get_preferences"
+        case .setMute: "set_mute"
+        case .clearMute: "clear_mute"
+        case .listMutes: "list_mutes"
+        case .setPresence: "set_presence"
+        case .subscribeResults: "subscribe_results"
+        case .unsubscribeResults: "unsubscribe_results"
+        default: "unknown"
+        }
+    }
+}
+
+extension Pushrelay_V1_ErrorCode {
+    /// The code's name as the wire protocol spells it: `RATE_LIMITED`, `INVALID_ARGUMENT`, ...
+    var wireName: String {
+        var name = ""
+        for character in "\(self)" {
+            if character.isUppercase, !name.isEmpty { name.append("_") }
+            name.append(contentsOf: character.uppercased())
+        }
+        return name
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import Metrics
+import PostgresNIO
+import RelayStore
+
+extension RelayService {
+    /// Samples the fan-out queue and the pools into their gauges: `pushrelay_pages_due`,
+    /// `pushrelay_scheduled_job_lag_seconds`, `pushrelay_pool_connections` and
+    /// `pushrelay_pool_streams_in_flight`. A failed query leaves the queue gauges as they were.
+    public func recordMetrics() async {
+        do {
+            let (due, oldest) = try await store.pagesDue()
+            Gauge(label: RelayMetrics.pagesDueLabel).record(due)
+            Gauge(label: RelayMetrics.scheduledLagLabel).record(
+                oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+        } catch {
+            logger.debug("queue metrics not sampled", metadata: ["error": "\(error)"])
+        }
+        await pools.recordMetrics()
+    }
+
+    /// Samples the metrics every `interval` until the calling task is cancelled.
+    public func recordMetrics(every interval: Duration) async {
+        while !Task.isCancelled {
+            await recordMetrics()
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// Why the relay is not ready to serve, or `nil` when it is: the database answers `SELECT 1` and every
+    /// warmed APNs pool has a ready connection.
+    public func notReadyReason() async -> String? {
+        do {
+            for try await _ in try await store.client.query("SELECT 1", logger: logger) {}
+        } catch {
+            return "the database does not answer: \(String(describing: error).prefix(200))"
+        }
+        return await pools.notReadyReason()
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import NIOPosix
+import Prometheus
+import RelayServer
+import Synchronization
+import Testing
+
+extension RelayServerSuites {
+    /// The operators' HTTP port: health, readiness through its closure, the Prometheus exposition, 404.
+    @Suite struct OperatorHTTPTests {
+        @Test func healthzAnswersOk() async throws {
+            try await withOperatorServer { port, group in
+                let response = try await httpGet(port: port, path: "/healthz", group: group)
+                #expect(response.status == 200)
+                #expect(response.body == "ok\n")
+            }
+        }
+
+        @Test func readyzFollowsTheReadinessCheck() async throws {
+            let reason = SharedReason()
+            try await withOperatorServer(readiness: { reason.value }) { port, group in
+                let ready = try await httpGet(port: port, path: "/readyz", group: group)
+                #expect(ready.status == 200)
+                reason.value = "APNs pool circl (production) has no ready connection"
+                let notReady = try await httpGet(port: port, path: "/readyz", group: group)
+                #expect(notReady.status == 503)
+                #expect(notReady.body.contains("APNs pool circl (production) has no ready connection"))
+            }
+        }
+
+        @Test func metricsExposeSwiftMetricsThroughTheRegistry() async throws {
+            let registry = PrometheusCollectorRegistry()
+            let factory = PrometheusMetricsFactory(registry: registry)
+            Counter(
+                label: "pushrelay_requests_total", dimensions: [("method", "send"), ("outcome", "ok")], factory: factory
+            ).increment(by: 3)
+            Metrics.Timer(label: "pushrelay_apns_latency_seconds", factory: factory).recordMilliseconds(12)
+            try await withOperatorServer(registry: registry) { port, group in
+                let response = try await httpGet(port: port, path: "/metrics", group: group)
+                #expect(response.status == 200)
+                #expect(response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
+                #expect(response.body.contains(#"pushrelay_requests_total{method="send",outcome="ok"} 3"#))
+                #expect(response.body.contains("pushrelay_apns_latency_seconds_count 1"))
+            }
+        }
+
+        @Test func otherPathsAreNotFound() async throws {
+            try await withOperatorServer { port, group in
+                let response = try await httpGet(port: port, path: "/nothing-here", group: group)
+                #expect(response.status == 404)
+            }
+        }
+    }
+}
+
+/// A readiness reason tests change while the server runs.
+private final class SharedReason: Sendable {
+    private let reason = Mutex<String?>(nil)
+
+    var value: String? {
+        get { reason.withLock { $0 } }
+        set { reason.withLock { $0 = newValue } }
+    }
+}
+
+/// Runs `body` with an operator server on a free port of 127.0.0.1.
+private func withOperatorServer(
+    registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+    readiness: @escaping OperatorHTTPServer.Readiness = { nil },
+    _ body: (Int, any EventLoopGroup) async throws -> Void
+) async throws {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let server = try await OperatorHTTPServer.start(
+        host: "127.0.0.1", port: 0, registry: registry, readiness: readiness, group: group, logger: quietLogger
+    )
+    do {
+        try await body(server.port, group)
+    } catch {
+        await server.shutdown()
+        try await group.shutdownGracefully()
+        throw error
+    }
+    await server.shutdown()
+    try await group.shutdownGracefully()
+}
+
+/// An HTTP answer as a test reads it: status, headers by lowercased name, body as text.
+struct HTTPAnswer {
+    var status: Int
+    var headers: [String: String]
+    var body: String
+}
+
+/// Sends a hand-written `GET path HTTP/1.1` to 127.0.0.1:`port` and reads until the server closes.
+func httpGet(port: Int, path: String, group: any EventLoopGroup) async throws -> HTTPAnswer {
+    let channel = try await ClientBootstrap(group: group)
+        .connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+            }
+        }
+    var received = ByteBuffer()
+    try await channel.executeThenClose { inbound, outbound in
+        try await outbound.write(ByteBuffer(string: "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+        for try await var chunk in inbound {
+            received.writeBuffer(&chunk)
+        }
+    }
+    let text = String(buffer: received)
+    let parts = text.components(separatedBy: "\r\n\r\n")
+    let lines = parts[0].components(separatedBy: "\r\n")
+    let status = Int(lines[0].split(separator: " ")[1]) ?? 0
+    var headers: [String: String] = [:]
+    for line in lines.dropFirst() {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    return HTTPAnswer(status: status, headers: headers, body: parts.dropFirst().joined(separator: "\r\n\r\n"))
+}
