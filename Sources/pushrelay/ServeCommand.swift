@@ -161,10 +161,19 @@ struct ServeCommand: AsyncParsableCommand {
         let metricsSampler = Task { await service.recordMetrics(every: .seconds(5)) }
         var operatorServer: OperatorHTTPServer?
         if let metricsAddress = RelayAddress(metricsListen) {
-            operatorServer = try await OperatorHTTPServer.start(
-                host: metricsAddress.host, port: metricsAddress.port, registry: Self.bootstrapMetrics(),
-                readiness: { await service.notReadyReason() }, group: group, logger: logger
-            )
+            // Relaying matters more than its metrics: a port already taken (a second relay on the same host
+            // with the default) is logged, and the relay runs without the operator port.
+            do {
+                operatorServer = try await OperatorHTTPServer.start(
+                    host: metricsAddress.host, port: metricsAddress.port, registry: Self.bootstrapMetrics(),
+                    readiness: { await service.notReadyReason() }, group: group, logger: logger
+                )
+            } catch {
+                logger.error(
+                    "operator HTTP port not opened; running without /metrics, /healthz and /readyz",
+                    metadata: ["address": "\(metricsListen)", "error": "\(error)"]
+                )
+            }
         }
         let server = try await RelayServer.start(
             configuration: serverConfiguration, service: service, group: group, logger: logger
