@@ -1,0 +1,38 @@
+import Foundation
+import NIOCore
+import PushRelayClient
+import PushRelayProtocol
+import RelayServer
+import Testing
+
+extension RelayServerSuites {
+    /// Graceful shutdown: GOODBYE on every connection, in-flight requests answered, nothing new taken.
+    @Suite struct ShutdownTests {
+        @Test func shutdownAnswersInFlightRequestsAfterGoodbye() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                let watcher = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                _ = try #require(await watcher.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                // APNs answers slowly, so the send is still in flight when the shutdown begins.
+                relay.simulator.updateFaults { $0.latency = .milliseconds(600) }
+                let send = Task { try await client.send(circlMessage(to: ["ada"])) }
+                try await Task.sleep(for: .milliseconds(200))
+                let shutdown = Task { await relay.server.shutdown() }
+
+                let goodbye = try #require(await watcher.next())
+                #expect(goodbye.kind == .goodbye)
+                #expect(goodbye.requestID == 0)
+                #expect(await watcher.isClosedByRelay())
+                let answer = try await send.value
+                #expect(answer.job.delivered == 1)
+                await shutdown.value
+                #expect(relay.server.connectionCount == 0)
+                // The listener is closed: a new connection is refused.
+                let late = relay.client("circl")
+                #expect(await errorCode { try await late.ping() } != nil)
+                await watcher.close()
+            }
+        }
+    }
+}
