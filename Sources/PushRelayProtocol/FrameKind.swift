@@ -65,12 +65,6 @@ public struct FrameKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// The kind of the answer to this request kind.
     public var answer: FrameKind { FrameKind(rawValue: rawValue | 0x8000) }
 
-    /// The request kind this answer kind answers, when it is an answer.
-    public var request: FrameKind? {
-        guard self != .error, rawValue & 0x8000 != 0 else { return nil }
-        return FrameKind(rawValue: rawValue & 0x3FFF)
-    }
-
     /// The kind as hex, `0x0020`.
     public var description: String {
         let hex = String(rawValue, radix: 16)

@@ -239,11 +239,10 @@ private struct PagePlanner {
             }
         }
         // Page 0 sums up the recipients without a device; their rows say so.
-        let now2 = Date()
         let rows = withoutDevice.map {
             DeliveryRecord(
                 tenantID: job.tenantID, jobID: job.id, userID: $0, token: "", outcome: .skipped,
-                reason: SkipReason.noDevice.rawValue, attempt: 0, sentAt: now2,
+                reason: SkipReason.noDevice.rawValue, attempt: 0, sentAt: Date(),
                 notificationType: plan.notificationType
             )
         }

@@ -127,8 +127,8 @@ final class JobDispatcher: Sendable {
             // The registry says each token's environment and, for a dead one, Apple's timestamp.
             let tokens = Set(outcomes.map(\.token).filter { !$0.isEmpty })
             var devices: [String: DeviceRecord] = [:]
-            for token in tokens where outcomes.contains(where: { $0.token == token && $0.outcome == "dead_token" }) {
-                devices[token] = try await store.devices(tenant: tenant, token: token).first
+            for outcome in outcomes where outcome.outcome == "dead_token" {
+                devices[outcome.token] = try await store.devices(tenant: tenant, token: outcome.token).first
             }
             for device in try await store.activeDevices(tenant: tenant, tokens: Array(tokens)) {
                 devices[device.token] = device
@@ -145,9 +145,4 @@ final class JobDispatcher: Sendable {
             throw ProtocolError(error)
         }
     }
-}
-
-extension DeliveryOutcome {
-    /// Whether the device counts as delivered or failed in a job's counts.
-    var isDelivered: Bool { self == .delivered }
 }

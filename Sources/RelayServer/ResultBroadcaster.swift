@@ -32,11 +32,6 @@ public final class ResultBroadcaster: Sendable {
         _ = subscribers.withLock { $0.removeValue(forKey: id) }
     }
 
-    /// Subscribers of `tenant` right now.
-    public func subscriberCount(tenant: String) -> Int {
-        subscribers.withLock { $0.values.count { $0.tenant == tenant } }
-    }
-
     /// Sends `event` to `tenant`'s subscribers (receipts only to those who asked for them).
     func publish(_ event: Pushrelay_V1_ResultEvent, tenant: String) {
         let isReceipt = if case .receipt = event.event { true } else { false }
