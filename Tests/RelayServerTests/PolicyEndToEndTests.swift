@@ -1,0 +1,87 @@
+import Foundation
+import PushRelayClient
+import PushRelayProtocol
+import RelayServer
+import Testing
+
+extension RelayServerSuites {
+    /// The recipient policy through the wire: an opted-out user is skipped with a recorded reason, a user in
+    /// quiet hours is deferred, the others get it.
+    @Suite struct PolicyEndToEndTests {
+        /// An IANA fixed-offset zone whose local hour is `hour` now.
+        private static func zone(atLocalHour hour: Int) -> String {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "UTC")!
+            var offset = (hour - calendar.component(.hour, from: Date()) + 24) % 24
+            if offset > 12 { offset -= 24 }
+            // Etc/GMT-3 is UTC+3: the sign is inverted.
+            return offset == 0 ? "Etc/UTC" : offset > 0 ? "Etc/GMT-\(offset)" : "Etc/GMT+\(-offset)"
+        }
+
+        @Test func optedOutUsersAreSkippedAndUsersInQuietHoursDeferred() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                let (awakeZone, nightZone) = (Self.zone(atLocalHour: 12), Self.zone(atLocalHour: 3))
+                var tokens: [String: String] = [:]
+                for (user, zone) in [("awake", awakeZone), ("optout", awakeZone), ("night", nightZone)] {
+                    tokens[user] = randomToken()
+                    var device = registration(user: user, token: tokens[user]!)
+                    device.timeZone = zone
+                    _ = try await client.registerDevice(device)
+                }
+                var preferences = Pushrelay_V1_SetPreferences()
+                preferences.userID = "optout"
+                preferences.preferences = [
+                    Pushrelay_V1_TypePreference.with {
+                        $0.notificationType = "announcement"
+                        $0.enabled = false
+                    }
+                ]
+                _ = try await client.setPreferences(preferences)
+
+                var send = Pushrelay_V1_Send()
+                send.notificationType = "announcement"
+                send.userIds = ["awake", "optout", "night"]
+                send.alert.body = "The circle meets on Friday"
+                send.wait = true
+                let result = try await client.send(send)
+                let byUser = Dictionary(uniqueKeysWithValues: result.outcomes.map { ($0.userID, $0) })
+                #expect(byUser["awake"]?.outcome == "delivered")
+                #expect(byUser["optout"]?.outcome == "skipped")
+                #expect(byUser["optout"]?.reason == "opted_out")
+                // announcement is deferred in circl's quiet hours (23:00-07:00): sent at 07:00 in the zone.
+                #expect(byUser["night"]?.outcome == "deferred")
+                #expect(relay.simulator.receivedRequests().compactMap(\.deviceToken) == [tokens["awake"]!])
+
+                var query = Pushrelay_V1_QueryDeliveries()
+                query.jobID = result.jobID
+                let rows = try await client.queryDeliveries(query).deliveries
+                #expect(rows.contains { $0.userID == "optout" && $0.outcome == "skipped" && $0.reason == "opted_out" })
+                #expect(!rows.contains { $0.userID == "night" })
+                await client.close()
+            }
+        }
+
+        @Test func theSwiftClientReconnectsAfterTheRelayClosesItsConnection() async throws {
+            try await RelayHarness.with(configure: { $0.idleTimeout = .milliseconds(300) }) { relay in
+                let client = PushRelayClient(
+                    configuration: .init(
+                        host: "127.0.0.1", port: relay.server.port, tenant: "circl",
+                        credential: relay.credentials["circl"]!, reconnect: true, initialBackoff: 0.05
+                    ),
+                    group: relay.group
+                )
+                #expect(try await client.ping(nonce: 1) == 1)
+                #expect(relay.server.connectionCount == 1)
+                // Idle: the relay says GOODBYE and closes the connection.
+                for _ in 0..<100 where relay.server.connectionCount > 0 {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(relay.server.connectionCount == 0)
+                #expect(try await client.ping(nonce: 2) == 2)
+                #expect(relay.server.connectionCount == 1)
+                await client.close()
+            }
+        }
+    }
+}
