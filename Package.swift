@@ -120,10 +120,24 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "LoadTest",
+            dependencies: [
+                "PushRelayClient",
+                "PushRelayProtocol",
+                "RelayStore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "pushrelay",
             dependencies: [
                 "APNs",
+                "LoadTest",
                 "APNsSimulator",
                 "RelayStore",
                 "RelayServer",
@@ -190,6 +204,11 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "LoadTestTests",
+            dependencies: ["LoadTest"],
             swiftSettings: strict
         ),
     ],

@@ -8,7 +8,7 @@ struct PushRelayCommand: AsyncParsableCommand {
         abstract: "A shared relay for iOS push notifications.",
         subcommands: [
             ServeCommand.self, SendCommand.self, AdminCommand.self, APNsCommand.self, APNsSimCommand.self,
-            DemoCommand.self,
+            DemoCommand.self, LoadTestCommand.self,
         ]
     )
 }

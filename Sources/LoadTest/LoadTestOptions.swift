@@ -1,0 +1,52 @@
+/// What `pushrelay loadtest` runs.
+public struct LoadTestOptions: Sendable {
+    /// Fan-out sizes in devices, each sent by its own tenant (at most four, one per tenant).
+    public var fanOutSizes = [10_000, 100_000, 1_000_000]
+    /// Single sends (one user each), spread over the tenants.
+    public var singles = 2_000
+    /// Group sends, spread over the tenants.
+    public var groups = 400
+    /// Users per group send.
+    public var groupSize = 10
+    /// Idle backend connections opened to measure their cost (0: skip).
+    public var idleConnections = 1_000
+    /// Notifications the engine baseline (`pushrelay apns push`) sends (0: skip).
+    public var baselineCount = 200_000
+    /// HTTP/2 connections per APNs pool, for the relay and the baseline.
+    public var apnsConnections = 2
+    /// The tenants' ids, in the order fan-outs are given to them (smallest fan-out first).
+    public var tenantIDs = ["argus", "familyportal", "circl", "anky"]
+    /// Folder of the tenant files the run's tenants are made from.
+    public var tenantsFolder = "Tenants"
+    /// The tenants' notifications per second during the run (their files' limits are for production).
+    public var notificationsPerSecond = 1_000_000
+    /// Folder for the run's PostgreSQL cluster, simulator certificates and logs.
+    public var workDirectory: String
+    /// Folder the report (`loadtest-report.json`, `.svg`, `.txt`) is written to.
+    public var outputDirectory: String
+    /// The `pushrelay` executable started as relay, simulator and baseline.
+    public var executable: String
+    /// Seconds between progress lines when the output is not a terminal.
+    public var progressInterval = 5.0
+
+    /// Options with the defaults of a full run.
+    public init(workDirectory: String, outputDirectory: String, executable: String) {
+        self.workDirectory = workDirectory
+        self.outputDirectory = outputDirectory
+        self.executable = executable
+    }
+
+    /// Checks the options; throws what is wrong.
+    public func validate() throws(LoadTestError) {
+        guard fanOutSizes.count <= tenantIDs.count else {
+            throw LoadTestError("at most \(tenantIDs.count) fan-out sizes (one per tenant)")
+        }
+        guard fanOutSizes.allSatisfy({ $0 > 0 && $0 <= 10_000_000 }) else {
+            throw LoadTestError("fan-out sizes must be between 1 and 10,000,000")
+        }
+        guard singles >= 0, groups >= 0, groupSize > 0, groupSize <= 10_000, idleConnections >= 0,
+            baselineCount >= 0, apnsConnections > 0, notificationsPerSecond > 0
+        else { throw LoadTestError("counts must not be negative; group size 1-10,000; APNs connections > 0") }
+        guard !tenantIDs.isEmpty else { throw LoadTestError("no tenants") }
+    }
+}

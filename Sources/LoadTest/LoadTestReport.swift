@@ -1,0 +1,309 @@
+import Foundation
+
+/// Everything a load test measured; written as JSON (`report.json`) and printed as text.
+public struct LoadTestReport: Codable, Sendable {
+    /// When the run started (UTC, ISO 8601).
+    public var date: String
+    /// The machine: CPUs, model, kernel.
+    public var machine: String
+    /// What was asked of the run.
+    public var configuration: Configuration
+    /// `pushrelay apns push` alone against the same APNs endpoint, in the same run.
+    public var engineBaseline: EngineBaseline?
+    /// Single sends (one user, one device) and their latency.
+    public var singles: Singles?
+    /// Small group sends (a few users each).
+    public var groups: Groups?
+    /// Fan-outs to a whole topic, smallest first.
+    public var fanOuts: [FanOut]
+    /// Idle backend connections and what they cost the relay.
+    public var idleConnections: IdleConnections?
+    /// Whole-run figures of the relay process.
+    public var relay: RelayFigures
+    /// Delivery rows of the run by outcome and reason.
+    public var outcomes: [Outcome]
+    /// Accepted versus recorded, per phase and in all.
+    public var accounting: Accounting
+    /// Second-by-second figures (the chart's data).
+    public var timeline: [TimelinePoint]
+
+    /// The run's settings.
+    public struct Configuration: Codable, Sendable {
+        /// Fan-out sizes, in devices.
+        public var fanOutSizes: [Int]
+        /// Single sends.
+        public var singles: Int
+        /// Group sends and users per group.
+        public var groups: Int
+        /// Users in each group send.
+        public var groupSize: Int
+        /// Backend connections driving singles and groups (one per tenant each).
+        public var backendConnections: Int
+        /// Idle connections opened.
+        public var idleConnections: Int
+        /// Notifications the engine baseline sends.
+        public var baselineCount: Int
+        /// HTTP/2 connections per APNs pool, for the relay and the baseline.
+        public var apnsConnections: Int
+        /// The tenants, with the device count and the notification type each got.
+        public var tenants: [Tenant]
+        /// How the tenant files were changed for the run.
+        public var tenantChanges: String
+    }
+
+    /// A tenant of the run.
+    public struct Tenant: Codable, Sendable {
+        /// Tenant id.
+        public var id: String
+        /// Synthetic devices registered.
+        public var devices: Int
+        /// The notification type every send of this tenant uses.
+        public var notificationType: String
+    }
+
+    /// The engine alone.
+    public struct EngineBaseline: Codable, Sendable {
+        /// Notifications sent.
+        public var count: Int
+        /// Delivered of those.
+        public var delivered: Int
+        /// What `pushrelay apns push` reported.
+        public var notificationsPerSecond: Double
+    }
+
+    /// Latency percentiles, milliseconds.
+    public struct Latency: Codable, Sendable, Hashable {
+        /// Samples.
+        public var count: Int
+        /// Median.
+        public var p50: Double
+        /// 99th percentile.
+        public var p99: Double
+        /// 99.9th percentile.
+        public var p999: Double
+        /// Largest.
+        public var max: Double
+
+        /// Percentiles of `samples` (nearest rank); zeros when there are none.
+        public init(_ samples: [Double]) {
+            let sorted = samples.sorted()
+            func rank(_ q: Double) -> Double {
+                guard !sorted.isEmpty else { return 0 }
+                let index = Int((q * Double(sorted.count)).rounded(.up)) - 1
+                return sorted[Swift.min(Swift.max(index, 0), sorted.count - 1)]
+            }
+            count = sorted.count
+            p50 = rank(0.5)
+            p99 = rank(0.99)
+            p999 = rank(0.999)
+            max = sorted.last ?? 0
+        }
+    }
+
+    /// Single sends.
+    public struct Singles: Codable, Sendable {
+        /// Sends made (and acknowledged).
+        public var count: Int
+        /// Request to the relay's answer (the job committed).
+        public var ackMilliseconds: Latency
+        /// Request to the delivery receipt (APNs answered), for the sends that got one.
+        public var apnsMilliseconds: Latency
+        /// Sends without a receipt (not delivered, or the receipt did not come).
+        public var withoutReceipt: Int
+    }
+
+    /// Group sends.
+    public struct Groups: Codable, Sendable {
+        /// Sends made.
+        public var count: Int
+        /// Recipients in all.
+        public var recipients: Int
+        /// Request to the relay's answer.
+        public var ackMilliseconds: Latency
+        /// Seconds from the first send to the last group's last delivery recorded.
+        public var seconds: Double
+    }
+
+    /// One fan-out.
+    public struct FanOut: Codable, Sendable {
+        /// Devices in the topic.
+        public var size: Int
+        /// Tenant that sent it.
+        public var tenant: String
+        /// Job id.
+        public var jobID: String
+        /// Request to the relay's answer, milliseconds.
+        public var ackMilliseconds: Double
+        /// Request to the job completed (every delivery recorded), seconds.
+        public var seconds: Double
+        /// `size / seconds`: accepted, answered by APNs and recorded.
+        public var notificationsPerSecond: Double
+        /// Delivered, failed, skipped as the job reports them (JOB_STATUS).
+        public var delivered: Int
+        /// Failed (job status).
+        public var failed: Int
+        /// Skipped by policy (job status).
+        public var skipped: Int
+        /// Delivery rows of the job in PostgreSQL.
+        public var rows: Int
+        /// Relay CPU seconds over the fan-out.
+        public var relayCPUSeconds: Double
+        /// The same per 100,000 notifications.
+        public var relayCPUSecondsPer100k: Double
+        /// Largest relay RSS seen during the fan-out, MiB.
+        public var relayPeakRSSMiB: Double
+        /// Rows PostgreSQL inserted per second over the fan-out (every table: deliveries, pages, ...).
+        public var postgresRowsPerSecond: Double
+        /// Delivery rows per second over the fan-out.
+        public var deliveryRowsPerSecond: Double
+        /// This fan-out's time over the previous (smaller) one's, and their sizes' ratio.
+        public var timeRatioToPrevious: Double?
+        /// Size over the previous size.
+        public var sizeRatioToPrevious: Double?
+        /// This fan-out's rate over the engine baseline's.
+        public var rateOverEngine: Double?
+    }
+
+    /// Idle connections.
+    public struct IdleConnections: Codable, Sendable {
+        /// Connections opened (HELLO done) and left idle.
+        public var count: Int
+        /// Relay RSS before, MiB.
+        public var rssBeforeMiB: Double
+        /// Relay RSS with them open, MiB.
+        public var rssAfterMiB: Double
+        /// `(after - before) / count`, KiB.
+        public var kibPerConnection: Double
+    }
+
+    /// The relay over the whole run.
+    public struct RelayFigures: Codable, Sendable {
+        /// Peak RSS (VmHWM), MiB.
+        public var peakRSSMiB: Double
+        /// CPU seconds.
+        public var cpuSeconds: Double
+    }
+
+    /// Delivery rows of one outcome and reason.
+    public struct Outcome: Codable, Sendable {
+        /// delivered, token_dead, retry_later, configuration_fault or skipped.
+        public var outcome: String
+        /// APNs reason or skip reason, `""` for none.
+        public var reason: String
+        /// Rows.
+        public var rows: Int
+    }
+
+    /// Accepted versus recorded.
+    public struct Accounting: Codable, Sendable {
+        /// Notifications accepted (one per device or recipient of every acknowledged send).
+        public var accepted: Int
+        /// Delivery rows recorded for those sends.
+        public var recorded: Int
+        /// Jobs acknowledged.
+        public var jobs: Int
+        /// Jobs that completed.
+        public var jobsCompleted: Int
+        /// What does not add up; empty when everything accepted is accounted for.
+        public var problems: [String]
+
+        /// Whether every accepted notification has its row and every job completed.
+        public var consistent: Bool { problems.isEmpty && accepted == recorded && jobs == jobsCompleted }
+    }
+
+    /// One second of the run.
+    public struct TimelinePoint: Codable, Sendable {
+        /// Seconds since the run started.
+        public var t: Double
+        /// Deliveries APNs answered in this second (from `answered_at`).
+        public var answered: Int
+        /// Median APNs latency of those, milliseconds.
+        public var p50Milliseconds: Double
+        /// 99th percentile of the same.
+        public var p99Milliseconds: Double
+        /// Relay RSS at that second, MiB (last reading).
+        public var relayRSSMiB: Double?
+    }
+}
+
+extension LoadTestReport {
+    /// The report as people read it.
+    public var text: String {
+        var lines: [String] = []
+        func f(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
+        lines.append("# pushrelay load test, \(date)")
+        lines.append("machine: \(machine)")
+        lines.append(
+            "tenants: "
+                + configuration.tenants.map { "\($0.id) \($0.devices) devices (\($0.notificationType))" }
+                .joined(separator: ", ")
+        )
+        lines.append("tenant files: \(configuration.tenantChanges)")
+        lines.append("")
+        if let engineBaseline {
+            lines.append(
+                "engine alone (pushrelay apns push, \(configuration.apnsConnections) connections): "
+                    + "\(f(engineBaseline.notificationsPerSecond))/s, \(engineBaseline.delivered)/\(engineBaseline.count) delivered"
+            )
+        }
+        if let singles {
+            lines.append(
+                "single sends: \(singles.count); ack p50/p99/p99.9 \(f(singles.ackMilliseconds.p50, 2))/"
+                    + "\(f(singles.ackMilliseconds.p99, 2))/\(f(singles.ackMilliseconds.p999, 2)) ms; APNs answer "
+                    + "\(f(singles.apnsMilliseconds.p50, 2))/\(f(singles.apnsMilliseconds.p99, 2))/"
+                    + "\(f(singles.apnsMilliseconds.p999, 2)) ms (\(singles.withoutReceipt) without receipt)"
+            )
+        }
+        if let groups {
+            lines.append(
+                "group sends: \(groups.count) x \(configuration.groupSize) users = \(groups.recipients) recipients in "
+                    + "\(f(groups.seconds, 1)) s; ack p50/p99 \(f(groups.ackMilliseconds.p50, 2))/"
+                    + "\(f(groups.ackMilliseconds.p99, 2)) ms"
+            )
+        }
+        if let idleConnections {
+            lines.append(
+                "idle connections: \(idleConnections.count), relay RSS \(f(idleConnections.rssBeforeMiB, 1)) -> "
+                    + "\(f(idleConnections.rssAfterMiB, 1)) MiB = \(f(idleConnections.kibPerConnection, 1)) KiB each"
+            )
+        }
+        lines.append("")
+        lines.append(
+            "fan-out      tenant         seconds   notif/s  vs engine  time ratio  CPU s/100k  peak RSS MiB  PG rows/s  delivered/failed/skipped"
+        )
+        for fanOut in fanOuts {
+            let ratio = fanOut.timeRatioToPrevious.map { "\(f($0, 2)) (x\(f(fanOut.sizeRatioToPrevious ?? 0)))" } ?? "-"
+            let engine = fanOut.rateOverEngine.map { "\(f(100 * $0, 1))%" } ?? "-"
+            lines.append(
+                [
+                    "\(fanOut.size)".padding(toLength: 12, withPad: " ", startingAt: 0),
+                    fanOut.tenant.padding(toLength: 14, withPad: " ", startingAt: 0),
+                    f(fanOut.seconds, 2).leftPadded(8), f(fanOut.notificationsPerSecond).leftPadded(9),
+                    engine.leftPadded(10), ratio.leftPadded(11), f(fanOut.relayCPUSecondsPer100k, 2).leftPadded(11),
+                    f(fanOut.relayPeakRSSMiB, 1).leftPadded(13), f(fanOut.postgresRowsPerSecond).leftPadded(10),
+                    " \(fanOut.delivered)/\(fanOut.failed)/\(fanOut.skipped)",
+                ].joined(separator: " ")
+            )
+        }
+        lines.append("")
+        lines.append("relay: peak RSS \(f(relay.peakRSSMiB, 1)) MiB, \(f(relay.cpuSeconds, 1)) CPU seconds in all")
+        lines.append(
+            "outcomes: "
+                + outcomes.map { "\($0.outcome)\($0.reason.isEmpty ? "" : " \($0.reason)") \($0.rows)" }
+                .joined(separator: ", ")
+        )
+        lines.append(
+            "accounting: \(accounting.accepted) accepted, \(accounting.recorded) recorded, \(accounting.jobsCompleted)/"
+                + "\(accounting.jobs) jobs completed: "
+                + (accounting.consistent
+                    ? "consistent" : "INCONSISTENT: " + accounting.problems.joined(separator: "; "))
+        )
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

@@ -1,0 +1,163 @@
+import Crypto
+import Foundation
+import Logging
+import RelayStore
+
+/// A tenant as the run uses it: its configuration (with the run's changes), synthetic devices, key and
+/// credential.
+struct RunTenant: Sendable {
+    /// The configuration synced to the database.
+    var configuration: TenantConfiguration
+    /// The notification type of every send.
+    var notificationType: String
+    /// The bundle id that type sends to.
+    var bundleID: String
+    /// Synthetic devices (users `lt-u0` … and tokens with ``tokenPrefix``).
+    var devices: Int
+    /// The first 8 hex digits of its tokens.
+    var tokenPrefix: String
+    /// Its signing key's files.
+    var keyFile: String
+    /// Key id.
+    var keyID: String
+    /// Team id.
+    var teamID: String
+    /// A credential for the wire protocol.
+    var credential: String
+
+    var id: String { configuration.id }
+
+    /// User id of synthetic device `index`.
+    static func user(_ index: Int) -> String { "\(userPrefix)\(index)" }
+    /// Prefix of the synthetic user ids.
+    static let userPrefix = "lt-u"
+    /// The subscription topic every synthetic device has.
+    static let topic = "loadtest"
+
+    /// The topics of its synthetic devices: ``topic``, and the one its notification type asks for.
+    var deviceTopics: [String] {
+        [Self.topic] + [configuration.notificationTypes[notificationType]?.subscription].compactMap { $0 }
+    }
+}
+
+/// Makes the run's tenants: the tenant files with the run's rate, a `loadtest` topic, a type that is sent
+/// whatever the hour, a fresh signing key and a credential; then their synthetic devices in bulk.
+struct TenantSetup {
+    let options: LoadTestOptions
+    let store: RelayStore
+    let masterKey: MasterKey
+    let progress: ProgressLine
+
+    /// Device counts per tenant: its fan-out's size, and enough users for its share of singles and groups (the
+    /// groups' users come after the singles' users).
+    func deviceCounts() -> [String: Int] {
+        let tenants = options.tenantIDs.count
+        let singles = (options.singles + tenants - 1) / tenants
+        let groupUsers = (options.groups + tenants - 1) / tenants * options.groupSize
+        var counts: [String: Int] = [:]
+        for (index, id) in options.tenantIDs.enumerated() {
+            let fanOut = index < options.fanOutSizes.count ? options.fanOutSizes.sorted()[index] : 0
+            counts[id] = max(fanOut, singles + groupUsers, 1)
+        }
+        return counts
+    }
+
+    /// Creates the tenants, keys, credentials and devices.
+    func run() async throws -> [RunTenant] {
+        let all = try TenantConfiguration.loadFolder(options.tenantsFolder)
+        let counts = deviceCounts()
+        var tenants: [RunTenant] = []
+        var configurations: [TenantConfiguration] = []
+        for id in options.tenantIDs {
+            guard var configuration = all.first(where: { $0.id == id }) else {
+                throw LoadTestError("no tenant file for \(id) in \(options.tenantsFolder)")
+            }
+            configuration.rateLimits.notificationsPerSecond = options.notificationsPerSecond
+            if !configuration.subscriptionTopics.contains(RunTenant.topic) {
+                configuration.subscriptionTopics.append(RunTenant.topic)
+            }
+            let (type, dropQuietHours) = try Self.notificationType(of: configuration)
+            if dropQuietHours { configuration.quietHours = nil }
+            configurations.append(configuration)
+            tenants.append(
+                RunTenant(
+                    configuration: configuration, notificationType: type,
+                    bundleID: configuration.notificationTypes[type]!.bundleID, devices: counts[id] ?? 1,
+                    tokenPrefix: String(format: "%08x", tenants.count + 1), keyFile: "", keyID: "", teamID: "",
+                    credential: ""
+                )
+            )
+        }
+        _ = try await store.syncTenants(configurations)
+        let keys = options.workDirectory + "/keys"
+        try FileManager.default.createDirectory(atPath: keys, withIntermediateDirectories: true)
+        for index in tenants.indices {
+            let key = P256.Signing.PrivateKey()
+            tenants[index].keyID = String(format: "LOADKEY%03d", index + 1)
+            tenants[index].teamID = "LOADTEAM01"
+            tenants[index].keyFile = "\(keys)/\(tenants[index].id).p8"
+            try Data(key.pemRepresentation.utf8).write(to: URL(fileURLWithPath: tenants[index].keyFile))
+            chmod(tenants[index].keyFile, 0o600)
+            try await store.addSigningKey(
+                tenant: tenants[index].id, p8PEM: key.pemRepresentation, keyID: tenants[index].keyID,
+                teamID: tenants[index].teamID, masterKey: masterKey
+            )
+            tenants[index].credential = try await store.issueCredential(tenant: tenants[index].id, name: "loadtest")
+                .secret
+        }
+        try await insertDevices(tenants)
+        return tenants
+    }
+
+    private func insertDevices(_ tenants: [RunTenant]) async throws {
+        let total = tenants.reduce(0) { $0 + $1.devices }
+        let started = ContinuousClock.now
+        var done = 0
+        for tenant in tenants {
+            for start in stride(from: 0, to: tenant.devices, by: RelayStore.syntheticDeviceBatch) {
+                let range = start..<min(start + RelayStore.syntheticDeviceBatch, tenant.devices)
+                done += try await store.insertSyntheticDevices(
+                    tenant: tenant.id, policy: tenant.configuration.tokenPolicy, range: range,
+                    userPrefix: RunTenant.userPrefix, tokenPrefix: tenant.tokenPrefix, topics: tenant.deviceTopics
+                )
+                let elapsed = (ContinuousClock.now - started).seconds
+                progress.update(
+                    phase: "devices", done: done, total: total, rate: Double(done) / max(elapsed, 0.001),
+                    elapsed: elapsed
+                )
+            }
+        }
+        try await store.analyzeDevices()
+        let elapsed = (ContinuousClock.now - started).seconds
+        progress.finish(
+            "devices: \(done) registered in bulk in \(String(format: "%.1f", elapsed)) s "
+                + "(\(Int(Double(done) / max(elapsed, 0.001)))/s)"
+        )
+    }
+
+    /// The tenant's type for the run: an alert type enabled by default and sent in quiet hours (time-sensitive,
+    /// or the quiet hours let it pass), else the first alert type with quiet hours dropped for the run. Its
+    /// subscription topic, if it has one, is given to every synthetic device.
+    static func notificationType(of tenant: TenantConfiguration) throws -> (String, dropQuietHours: Bool) {
+        let alerts = tenant.notificationTypes.filter {
+            $0.value.pushType == .alert && $0.value.defaultEnabled
+        }
+        .sorted { $0.key < $1.key }
+        guard let first = alerts.first else { throw LoadTestError("tenant \(tenant.id) has no alert type") }
+        for (name, type) in alerts {
+            if tenant.quietHours == nil || type.interruptionLevel == .timeSensitive
+                || tenant.quietHours?.actions[name] == .pass
+            {
+                return (name, false)
+            }
+        }
+        return (first.key, true)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

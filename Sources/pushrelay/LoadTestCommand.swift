@@ -1,0 +1,81 @@
+import ArgumentParser
+import Foundation
+import LoadTest
+
+/// `pushrelay loadtest`: the relay under load, measured; see ``LoadTest``.
+struct LoadTestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "loadtest",
+        abstract: "Load-test the relay: fan-outs, single and group sends over the wire protocol, measured.",
+        discussion: """
+            Starts, in --work-dir, an embedded PostgreSQL cluster, the APNs simulator and a relay (`pushrelay \
+            serve`) as separate processes; makes the tenants (the tenant files with the run's rate and a \
+            `loadtest` topic), a signing key and credential each, and their synthetic devices in bulk; then runs \
+            the engine alone (`pushrelay apns push`) as a baseline, opens idle connections, makes single and group \
+            sends, and one fan-out per size, each to a whole topic of its own tenant. It shows progress while it \
+            runs, prints a report and writes it to --output as loadtest-report.json, .txt and .svg (chart). Exit \
+            status 1 when an accepted notification is not accounted for (no row, or a job that did not complete).
+            """
+    )
+
+    @Option(help: "Fan-out sizes in devices, comma-separated (at most one per tenant).")
+    var fanOuts = "10000,100000,1000000"
+    @Option(help: "Single sends (one user each), spread over the tenants.")
+    var singles = 2_000
+    @Option(help: "Group sends, spread over the tenants.")
+    var groups = 400
+    @Option(help: "Users per group send.")
+    var groupSize = 10
+    @Option(help: "Idle connections to open (0 skips).")
+    var idleConnections = 1_000
+    @Option(help: "Notifications the engine baseline sends (0 skips).")
+    var baselineCount = 200_000
+    @Option(help: "HTTP/2 connections per APNs pool, for the relay and the baseline.")
+    var apnsConnections = 2
+    @Option(help: "Tenant ids, comma-separated: fan-outs go to them in this order, smallest first.")
+    var tenantIds = "argus,familyportal,circl,anky"
+    @Option(help: "Folder of tenant files.")
+    var tenants = "Tenants"
+    @Option(help: "Folder for the run's PostgreSQL cluster, simulator CA and logs (default: a new temporary folder).")
+    var workDir: String?
+    @Flag(help: "Keep the work folder (its cluster and logs) after the run.")
+    var keepWorkDir = false
+    @Option(help: "Folder for loadtest-report.json, .txt and .svg.")
+    var output = "."
+    @Option(help: "Seconds between progress lines when the output is not a terminal.")
+    var progressInterval = 5.0
+
+    func run() async throws {
+        let sizes = fanOuts.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let parsed = sizes.compactMap { Int($0.replacingOccurrences(of: "_", with: "")) }
+        guard parsed.count == sizes.count else { throw ValidationError("--fan-outs must be numbers, got \(fanOuts)") }
+        let work = workDir ?? NSTemporaryDirectory() + "pushrelay-loadtest-\(UUID().uuidString.prefix(8))"
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var options = LoadTestOptions(workDirectory: work, outputDirectory: output, executable: executable)
+        options.fanOutSizes = parsed
+        options.singles = singles
+        options.groups = groups
+        options.groupSize = groupSize
+        options.idleConnections = idleConnections
+        options.baselineCount = baselineCount
+        options.apnsConnections = apnsConnections
+        options.tenantIDs = tenantIds.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        options.tenantsFolder = tenants
+        options.progressInterval = progressInterval
+        print("work folder: \(work)")
+        let report: LoadTestReport
+        do {
+            report = try await LoadTest.run(options)
+        } catch {
+            print("load test failed: \(error)\n(work folder kept: \(work))")
+            throw ExitCode(2)
+        }
+        if !keepWorkDir && workDir == nil { try? FileManager.default.removeItem(atPath: work) }
+        print("")
+        print(report.text)
+        print("")
+        print("written: \(output)/loadtest-report.json, .txt, .svg")
+        if !report.accounting.consistent { throw ExitCode(1) }
+    }
+}
