@@ -24,11 +24,11 @@ public final class FanOutWorker: Sendable {
     /// Devices per page.
     static let pageSize = 500
     /// Sends of one page in flight at once.
-    static let concurrency = 128
+    static let concurrency = 256
     /// Answers recorded per statement while a page is sent.
     static let recordBatch = 128
     /// Pages one process sends at once.
-    static let pageLoops = 4
+    static let pageLoops = 8
     /// How long a page or a planning lease lasts without renewal.
     static let lease: Duration = .seconds(30)
     /// How often an idle loop looks for work when nothing wakes it.
@@ -197,7 +197,7 @@ private struct PagePlanner {
         let now = Date()
         var nextPage = 1
         var withoutDevice: [String] = []
-        func write(_ devices: [DeviceRecord]) async throws {
+        func write(_ devices: [DeviceTarget]) async throws {
             // Devices due at different times (local-time sends) go to different pages.
             let byDue = Dictionary(grouping: devices) { plan.schedule.dueAt(timeZone: $0.timeZone, now: now) }
             for (due, group) in byDue.sorted(by: { $0.key < $1.key }) {
@@ -214,7 +214,7 @@ private struct PagePlanner {
             let wanted = Array(Set(users).subtracting(plan.excludedUsers)).sorted()
             for start in stride(from: 0, to: wanted.count, by: FanOutWorker.pageSize) {
                 let slice = Array(wanted[start..<min(start + FanOutWorker.pageSize, wanted.count)])
-                let devices = try await store.activeDevices(tenant: job.tenantID, users: slice)
+                let devices = try await store.activeDevices(tenant: job.tenantID, users: slice).map(DeviceTarget.init)
                 let found = Set(devices.map(\.userID))
                 withoutDevice += slice.filter { !found.contains($0) }
                 try await write(devices)
@@ -223,7 +223,7 @@ private struct PagePlanner {
             let unique = Array(Set(tokens)).sorted()
             for start in stride(from: 0, to: unique.count, by: FanOutWorker.pageSize) {
                 let slice = Array(unique[start..<min(start + FanOutWorker.pageSize, unique.count)])
-                let devices = try await store.activeDevices(tenant: job.tenantID, tokens: slice)
+                let devices = try await store.activeDevices(tenant: job.tenantID, tokens: slice).map(DeviceTarget.init)
                 try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
             }
         case .topic(let topic):
@@ -276,7 +276,7 @@ private struct PageSender {
     mutating func run() async throws -> JobPageCounts {
         let now = Date()
         var counts = JobPageCounts()
-        let devices = try await store.activeDevices(tenant: page.tenantID, tokens: page.tokens)
+        let devices = try await store.deviceTargets(tenant: page.tenantID, storedTokens: page.tokens)
         let byToken = Dictionary(devices.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
         var recorded: [String: DeliveryOutcome] = [:]
         if page.claims > 1 {
@@ -291,7 +291,7 @@ private struct PageSender {
             )
         )
         let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
-        var toSend: [DeviceRecord] = []
+        var toSend: [DeviceTarget] = []
         var skips: [DeliveryRecord] = []
         var deferred: [Date: [(token: String, user: String)]] = [:]
         for (token, user) in zip(page.tokens, page.users) where recorded[token] == nil {
@@ -344,11 +344,12 @@ private struct PageSender {
 
     /// Sends to `devices`, at most ``FanOutWorker/concurrency`` at once and paced to the tenant's rate,
     /// writing the answers every ``FanOutWorker/recordBatch``.
-    private func send(_ devices: [DeviceRecord], counts: inout JobPageCounts) async throws {
+    private func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws {
         let rate = tenant.rateLimits.notificationsPerSecond
         var pending: [DeliveryRecord] = []
         var outcomes: [DeliveryOutcome] = []
-        try await withThrowingTaskGroup(of: DeliveryRecord.self) { group in
+        var latencies: [Duration] = []
+        try await withThrowingTaskGroup(of: (DeliveryRecord, Duration?).self) { group in
             var next = devices.startIndex
             var running = 0
             func startMore() async {
@@ -361,15 +362,18 @@ private struct PageSender {
                 }
             }
             await startMore()
-            while let record = try await group.next() {
+            while let (record, latency) = try await group.next() {
                 running -= 1
                 pending.append(record)
                 outcomes.append(record.outcome)
+                if let latency { latencies.append(latency) }
                 if pending.count >= FanOutWorker.recordBatch {
                     try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch)
                     RelayMetrics.writeBatch(pending.count)
                     RelayMetrics.notifications(pending)
+                    RelayMetrics.apnsLatencies(latencies)
                     pending.removeAll(keepingCapacity: true)
+                    latencies.removeAll(keepingCapacity: true)
                 }
                 await startMore()
             }
@@ -378,11 +382,13 @@ private struct PageSender {
             try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch)
             RelayMetrics.writeBatch(pending.count)
             RelayMetrics.notifications(pending)
+            RelayMetrics.apnsLatencies(latencies)
         }
         for outcome in outcomes { count(outcome, into: &counts) }
     }
 
-    private func deliver(_ device: DeviceRecord) async -> DeliveryRecord {
+    /// Sends to one device; returns its row and, when APNs answered, how long that took.
+    private func deliver(_ device: DeviceTarget) async -> (DeliveryRecord, Duration?) {
         let sentAt = Date()
         var record = DeliveryRecord(
             tenantID: page.tenantID, jobID: page.jobID, userID: device.userID, token: device.token,
@@ -391,8 +397,9 @@ private struct PageSender {
         guard plan.environments.contains(device.environment) else {
             record.reason = "EnvironmentNotConfigured"
             record.answeredAt = sentAt
-            return record
+            return (record, nil)
         }
+        var latency: Duration?
         let notification = APNsNotification(
             deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType, priority: plan.priority,
             expiration: plan.expiration(now: sentAt), collapseID: plan.collapseID, payload: plan.payload
@@ -401,7 +408,7 @@ private struct PageSender {
             let pool = try await pools.pool(tenant: page.tenantID, environment: device.environment)
             let started = ContinuousClock.now
             let report = try await pool.send(notification)
-            RelayMetrics.apnsLatency(ContinuousClock.now - started)
+            latency = ContinuousClock.now - started
             let answeredAt = Date()
             record.outcome = DeliveryOutcome(report.outcome)
             record.apnsID = report.response?.apnsID
@@ -412,7 +419,7 @@ private struct PageSender {
             if report.outcome == .tokenDead {
                 let timestamp = report.response?.timestampMilliseconds.map(Date.init(unixMilliseconds:)) ?? answeredAt
                 await tokenDied(device, reason: record.reason ?? "", at: timestamp)
-            } else if report.outcome == .delivered {
+            } else if report.outcome == .delivered, results.hasSubscribers(tenant: page.tenantID, receipts: true) {
                 var event = Pushrelay_V1_ResultEvent()
                 event.receipt = Pushrelay_V1_Delivery(record)
                 results.publish(event, tenant: page.tenantID)
@@ -426,10 +433,10 @@ private struct PageSender {
             record.reason = "\(error)"
             record.answeredAt = Date()
         }
-        return record
+        return (record, latency)
     }
 
-    private func tokenDied(_ device: DeviceRecord, reason: String, at timestamp: Date) async {
+    private func tokenDied(_ device: DeviceTarget, reason: String, at timestamp: Date) async {
         _ = try? await store.deactivateDevice(tenant: page.tenantID, token: device.token, appleTimestamp: timestamp)
         var dead = Pushrelay_V1_DeadToken()
         dead.userID = device.userID

@@ -36,10 +36,14 @@ enum RelayMetrics {
         }
     }
 
-    /// Records the time APNs took to answer one notification.
-    static func apnsLatency(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        Metrics.Timer(label: apnsLatencyLabel).recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    /// Records the time APNs took to answer each of a batch of notifications.
+    static func apnsLatencies(_ durations: [Duration]) {
+        guard !durations.isEmpty else { return }
+        let timer = Metrics.Timer(label: apnsLatencyLabel)
+        for duration in durations {
+            let (seconds, attoseconds) = duration.components
+            timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        }
     }
 
     /// Records the size of one batch of delivery rows written by the fan-out.

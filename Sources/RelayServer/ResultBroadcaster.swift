@@ -33,6 +33,12 @@ public final class ResultBroadcaster: Sendable {
     }
 
     /// Sends `event` to `tenant`'s subscribers (receipts only to those who asked for them).
+    /// Whether a connection of `tenant` follows its results (and receipts, when `receipts`): events nobody
+    /// reads need not be built.
+    func hasSubscribers(tenant: String, receipts: Bool) -> Bool {
+        subscribers.withLock { all in all.values.contains { $0.tenant == tenant && (!receipts || $0.receipts) } }
+    }
+
     func publish(_ event: Pushrelay_V1_ResultEvent, tenant: String) {
         let isReceipt = if case .receipt = event.event { true } else { false }
         let targets = subscribers.withLock { all in

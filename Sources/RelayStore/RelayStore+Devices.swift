@@ -48,6 +48,35 @@ public struct DeviceRegistration: Sendable, Hashable {
     }
 }
 
+/// What a fan-out needs of an active device: whose it is, its token, its environment and its time zone.
+public struct DeviceTarget: Sendable, Hashable {
+    /// The user who holds the device.
+    public var userID: String
+    /// The device token, lower-case hex.
+    public var token: String
+    /// The APNs environment of its build.
+    public var environment: TenantConfiguration.Environment
+    /// Its IANA time zone, if it sent one.
+    public var timeZone: String?
+
+    /// A target with these fields.
+    public init(userID: String, token: String, environment: TenantConfiguration.Environment, timeZone: String?) {
+        self.userID = userID
+        self.token = token
+        self.environment = environment
+        self.timeZone = timeZone
+    }
+
+    /// The target of a stored device.
+    public init(_ device: DeviceRecord) {
+        self.init(
+            userID: device.userID, token: device.token, environment: device.environment, timeZone: device.timeZone)
+    }
+
+    /// The columns it is read from, in order.
+    static let columns = "user_id, token, environment, time_zone"
+}
+
 /// A device as stored in the `devices` table.
 public struct DeviceRecord: Sendable, Hashable {
     /// The tenant the device belongs to.
@@ -410,27 +439,52 @@ extension RelayStore {
         topic: String,
         after: String? = nil,
         limit: Int
-    ) async throws(RelayStoreError) -> [DeviceRecord] {
+    ) async throws(RelayStoreError) -> [DeviceTarget] {
         guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
         let after = after?.lowercased() ?? ""
-        do {
-            return try await Self.deviceRows(
-                client.query(
-                    """
-                    WITH page AS (
-                        SELECT token FROM devices
-                        WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
-                          AND token > \(after)
-                        ORDER BY token LIMIT \(limit)
-                    )
-                    SELECT \(unescaped: Self.deviceColumns) FROM devices
-                    WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
-                      AND token > \(after) AND token <= (SELECT max(token) FROM page)
-                    ORDER BY token, user_id, environment
-                    """,
-                    logger: logger
-                )
+        return try await deviceTargets(
+            """
+            WITH page AS (
+                SELECT token FROM devices
+                WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+                  AND token > \(after)
+                ORDER BY token LIMIT \(limit)
             )
+            SELECT \(unescaped: DeviceTarget.columns) FROM devices
+            WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+              AND token > \(after) AND token <= (SELECT max(token) FROM page)
+            ORDER BY token, user_id, environment
+            """
+        )
+    }
+
+    /// The active devices of `tenant` holding one of `tokens`, which are as stored (lower-case hex: a fan-out
+    /// page's tokens), in one query, by token.
+    public func deviceTargets(tenant: String, storedTokens tokens: [String]) async throws(RelayStoreError)
+        -> [DeviceTarget]
+    {
+        guard !tokens.isEmpty else { return [] }
+        return try await deviceTargets(
+            """
+            SELECT \(unescaped: DeviceTarget.columns) FROM devices
+            WHERE tenant_id = \(tenant) AND token = ANY(\(tokens)::text[]) AND active
+            ORDER BY token, user_id, registered_at DESC
+            """
+        )
+    }
+
+    private func deviceTargets(_ query: PostgresQuery) async throws(RelayStoreError) -> [DeviceTarget] {
+        do {
+            var targets: [DeviceTarget] = []
+            for try await (userID, token, environment, timeZone) in try await client.query(query, logger: logger)
+                .decode((String, String, String, String?).self)
+            {
+                guard let environment = TenantConfiguration.Environment(rawValue: environment) else {
+                    throw RelayStoreError.databaseUnavailable("device row with unknown environment \(environment)")
+                }
+                targets.append(DeviceTarget(userID: userID, token: token, environment: environment, timeZone: timeZone))
+            }
+            return targets
         } catch {
             throw relayStoreFailure(error)
         }
