@@ -15,6 +15,8 @@
 #   7. Ops/crash-test.sh (a relay killed with SIGKILL mid fan-out and restarted: every device served,
 #      duplicates within the window, deliveries agree with APNs) and Ops/two-relays.sh (two relays
 #      on one database share one fan-out, every device exactly once)
+#   8. Ops/smoke-loadtest.sh: `pushrelay loadtest` with a few thousand devices; its report is checked for
+#      completeness and consistency (every accepted notification accounted for), not for speed
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -121,6 +123,11 @@ step="fan-out-two-relays"
 log "Ops/two-relays.sh"
 PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/two-relays.sh"
 
+# --- 8. the load test, small ---------------------------------------------------------------------
+step="smoke-loadtest"
+log "Ops/smoke-loadtest.sh"
+bash "$ROOT/Ops/smoke-loadtest.sh" "$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
+
 step="done"
-printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash and two relays passed in %ds\n' \
+printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash, two relays and load-test smoke passed in %ds\n' \
     "${*:+ $*}" "$(($(date +%s) - started))"

@@ -49,6 +49,8 @@ struct LoadTestCommand: AsyncParsableCommand {
         let sizes = fanOuts.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         let parsed = sizes.compactMap { Int($0.replacingOccurrences(of: "_", with: "")) }
         guard parsed.count == sizes.count else { throw ValidationError("--fan-outs must be numbers, got \(fanOuts)") }
+        // Progress lines and the report interleave with `print`: keep standard output line-buffered.
+        setvbuf(stdout, nil, _IOLBF, 0)
         let work = workDir ?? NSTemporaryDirectory() + "pushrelay-loadtest-\(UUID().uuidString.prefix(8))"
         let executable =
             (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
