@@ -49,8 +49,6 @@ struct LoadTestCommand: AsyncParsableCommand {
         let sizes = fanOuts.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         let parsed = sizes.compactMap { Int($0.replacingOccurrences(of: "_", with: "")) }
         guard parsed.count == sizes.count else { throw ValidationError("--fan-outs must be numbers, got \(fanOuts)") }
-        // Progress lines and the report interleave with `print`: keep standard output line-buffered.
-        setvbuf(stdout, nil, _IOLBF, 0)
         let work = workDir ?? NSTemporaryDirectory() + "pushrelay-loadtest-\(UUID().uuidString.prefix(8))"
         let executable =
             (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
@@ -65,19 +63,21 @@ struct LoadTestCommand: AsyncParsableCommand {
         options.tenantIDs = tenantIds.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         options.tenantsFolder = tenants
         options.progressInterval = progressInterval
-        print("work folder: \(work)")
+        say("work folder: \(work)")
         let report: LoadTestReport
         do {
             report = try await LoadTest.run(options)
         } catch {
-            print("load test failed: \(error)\n(work folder kept: \(work))")
+            say("load test failed: \(error)\n(work folder kept: \(work))")
             throw ExitCode(2)
         }
         if !keepWorkDir && workDir == nil { try? FileManager.default.removeItem(atPath: work) }
-        print("")
-        print(report.text)
-        print("")
-        print("written: \(output)/loadtest-report.json, .txt, .svg")
+        say("\n\(report.text)\n\nwritten: \(output)/loadtest-report.json, .txt, .svg")
         if !report.accounting.consistent { throw ExitCode(1) }
+    }
+
+    /// Writes a line to standard output unbuffered, in order with the progress lines.
+    private func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 }
