@@ -5,12 +5,15 @@ import RelayStore
 
 extension RelayService {
     /// Samples the fan-out queue and the pools into their gauges: `pushrelay_pages_due`,
-    /// `pushrelay_scheduled_job_lag_seconds`, `pushrelay_pool_connections` and
-    /// `pushrelay_pool_streams_in_flight`. A failed query leaves the queue gauges as they were.
+    /// `pushrelay_scheduled_job_lag_seconds` (how late the oldest due work nobody holds is: a page, or a
+    /// job not planned yet), `pushrelay_pool_connections` and `pushrelay_pool_streams_in_flight`. A failed
+    /// query leaves the queue gauges as they were.
     public func recordMetrics() async {
         do {
-            let (due, oldest) = try await store.pagesDue()
+            let (due, oldestPage) = try await store.pagesDue()
+            let oldestJob = try await store.oldestUnclaimedDueJob()
             Gauge(label: RelayMetrics.pagesDueLabel).record(due)
+            let oldest = [oldestPage, oldestJob].compactMap(\.self).min()
             Gauge(label: RelayMetrics.scheduledLagLabel).record(
                 oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
         } catch {
