@@ -12,6 +12,7 @@ import Prometheus
 import PushRelayProtocol
 import RelayServer
 import RelayStore
+import ServiceLifecycle
 
 /// `pushrelay serve`: the relay. Migrates the database, applies the tenant files, warms the APNs pools,
 /// follows key changes, and serves the wire protocol until SIGTERM or SIGINT, then shuts down gracefully.
@@ -118,13 +119,13 @@ struct ServeCommand: AsyncParsableCommand {
     ) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let records = try await store.listTenants().filter(\.enabled)
-        var simulator: APNsSimulator?
+        var startedSimulator: APNsSimulator?
         var target = APNsTarget(connectionsPerPool: connectionsPerPool)
         if apnsSimulator {
             let (started, simulatorTarget) = try await startSimulator(
                 tenants: records, store: store, masterKey: masterKey, group: group, logger: logger
             )
-            simulator = started
+            startedSimulator = started
             target = simulatorTarget
         } else if let apnsEndpoint {
             guard let endpoint = APNsEndpoint(parsing: apnsEndpoint) else {
@@ -133,6 +134,7 @@ struct ServeCommand: AsyncParsableCommand {
             target.endpointOverride = endpoint
             target.caFile = apnsCA
         }
+        let simulator = startedSimulator
         let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
         let service = RelayService(
             store: store, pools: pools, limits: serverConfiguration.limits, requestsPerSecond: requestsPerSecond,
@@ -144,21 +146,7 @@ struct ServeCommand: AsyncParsableCommand {
                     .map { (tenant: record.id, environment: $0) }
             }
         )
-        let keyChanges = Task { await pools.followKeyChanges() }
-        let fanOut = Task { await service.runFanOut() }
         let retentionDays = self.retentionDays
-        let maintenance = Task {
-            while !Task.isCancelled {
-                do {
-                    let report = try await store.maintain(retentionDays: retentionDays)
-                    logger.info("maintenance done", metadata: ["report": "\(report)"])
-                } catch {
-                    logger.warning("maintenance failed", metadata: ["error": "\(error)"])
-                }
-                try? await Task.sleep(for: .seconds(3_600))
-            }
-        }
-        let metricsSampler = Task { await service.recordMetrics(every: .seconds(5)) }
         var operatorServer: OperatorHTTPServer?
         if let metricsAddress = RelayAddress(metricsListen) {
             // Relaying matters more than its metrics: a port already taken (a second relay on the same host
@@ -186,17 +174,51 @@ struct ServeCommand: AsyncParsableCommand {
         if let readyFile {
             try Data(address.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
         }
-        let signal = await ShutdownSignal.wait()
-        logger.info("shutting down", metadata: ["signal": "\(signal)"])
-        await server.shutdown()
-        metricsSampler.cancel()
-        await operatorServer?.shutdown()
-        fanOut.cancel()
-        await fanOut.value
-        keyChanges.cancel()
-        maintenance.cancel()
-        await pools.shutdown()
-        try? await simulator?.shutdown()
+        // A graceful shutdown (SIGTERM, SIGINT) stops the parts from the last to the first: the listener
+        // (GOODBYE, in-flight requests answered), the operator port, the fan-out (pages being sent are
+        // finished and their delivery rows written), the samplers, then the pools and the simulator.
+        var parts = [
+            RelayPart(
+                "APNs pools",
+                stop: {
+                    await pools.shutdown()
+                    try? await simulator?.shutdown()
+                }
+            ),
+            RelayPart("key-change follower", work: { await pools.followKeyChanges() }),
+            RelayPart(
+                "maintenance",
+                work: {
+                    while !Task.isCancelled {
+                        do {
+                            let report = try await store.maintain(retentionDays: retentionDays)
+                            logger.info("maintenance done", metadata: ["report": "\(report)"])
+                        } catch {
+                            logger.warning("maintenance failed", metadata: ["error": "\(error)"])
+                        }
+                        try? await Task.sleep(for: .seconds(3_600))
+                    }
+                }
+            ),
+            RelayPart("metrics sampler", work: { await service.recordMetrics(every: .seconds(5)) }),
+            RelayPart("fan-out worker", work: { await service.runFanOut() }),
+        ]
+        if let operatorServer {
+            parts.append(RelayPart("operator HTTP server", stop: { await operatorServer.shutdown() }))
+        }
+        parts.append(
+            RelayPart(
+                "relay listener",
+                stop: {
+                    logger.info("shutting down gracefully")
+                    await server.shutdown()
+                }
+            )
+        )
+        let serviceGroup = ServiceGroup(
+            services: parts, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
+        )
+        try await serviceGroup.run()
         try await group.shutdownGracefully()
         print("pushrelay: stopped")
     }
@@ -294,25 +316,5 @@ struct ServeCommand: AsyncParsableCommand {
             throw Failure(message: "give both --tls-cert and --tls-key")
         }
         return configuration
-    }
-}
-
-/// Waits for SIGTERM or SIGINT.
-enum ShutdownSignal {
-    /// Returns the name of the first of SIGTERM or SIGINT to arrive.
-    static func wait() async -> String {
-        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
-        var sources: [any DispatchSourceSignal] = []
-        for (number, name) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(name) }
-            source.resume()
-            sources.append(source)
-        }
-        var iterator = stream.makeAsyncIterator()
-        let name = await iterator.next() ?? "end"
-        for source in sources { source.cancel() }
-        return name
     }
 }
