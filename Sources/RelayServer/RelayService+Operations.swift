@@ -40,4 +40,33 @@ extension RelayService {
         }
         return await pools.notReadyReason()
     }
+
+    /// Beats relay `node`'s heartbeat in `relay_nodes` every `interval` and divides the tenants' rates in
+    /// `share` among the live relays, until the calling task is cancelled; then removes the node's row, so
+    /// the others take its share at their next beat. A failed beat keeps the last count.
+    public func runHeartbeat(node: String, every interval: Duration = .seconds(5), share: RelayShare = .process) async {
+        while !Task.isCancelled {
+            do {
+                let live = try await store.heartbeat(node: node)
+                if live != share.liveRelays {
+                    logger.info(
+                        "live relays changed; each paces its share of the tenants' rates",
+                        metadata: ["node": "\(node)", "relays": "\(live)"]
+                    )
+                }
+                share.update(liveRelays: live)
+            } catch {
+                logger.warning("heartbeat failed", metadata: ["node": "\(node)", "error": "\(error)"])
+            }
+            try? await Task.sleep(for: interval)
+        }
+        // In a task of its own: this one is cancelled, and would cancel the query.
+        let store = self.store
+        let removal = Task { try await store.removeNode(node) }
+        do {
+            try await removal.value
+        } catch {
+            logger.warning("node row not removed", metadata: ["node": "\(node)", "error": "\(error)"])
+        }
+    }
 }

@@ -191,6 +191,10 @@ extension ServeSettings {
             }
         )
         let retentionDays = self.retentionDays
+        // This process in relay_nodes: the live relays share each tenant's notifications_per_second.
+        let node =
+            "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-"
+            + UUID().uuidString.prefix(8).lowercased()
         var operatorServer: OperatorHTTPServer?
         if let metricsAddress = RelayAddress(metricsListen) {
             // Relaying matters more than its metrics: a port already taken (a second relay on the same host
@@ -220,7 +224,8 @@ extension ServeSettings {
         }
         // A graceful shutdown (SIGTERM, SIGINT) stops the parts from the last to the first: the listener
         // (GOODBYE, in-flight requests answered), the operator port, the fan-out (pages being sent are
-        // finished and their delivery rows written), the samplers, then the pools and the simulator.
+        // finished and their delivery rows written), the samplers, the heartbeat (its row removed: the other
+        // relays take its share of the tenants' rates), then the pools and the simulator.
         var parts = [
             RelayPart(
                 "APNs pools",
@@ -244,6 +249,7 @@ extension ServeSettings {
                     }
                 }
             ),
+            RelayPart("node heartbeat", work: { await service.runHeartbeat(node: node) }),
             RelayPart("metrics sampler", work: { await service.recordMetrics(every: .seconds(5)) }),
             RelayPart("fan-out worker", work: { await service.runFanOut() }),
         ]
