@@ -13,8 +13,9 @@
 #   5. Ops/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
 #   6. Ops/test-python.sh: the Python client's tests, then the client against `pushrelay serve`
 #   7. Ops/crash-test.sh (a relay killed with SIGKILL mid fan-out and restarted: every device served,
-#      duplicates within the window, deliveries agree with APNs) and Ops/two-relays.sh (two relays
-#      on one database share one fan-out, every device exactly once)
+#      duplicates within the window, deliveries agree with APNs), Ops/two-relays.sh (two relays
+#      on one database share one fan-out, every device exactly once) and Ops/three-relays.sh (three
+#      relays behind HAProxy, the tenant's rate shared)
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -120,7 +121,10 @@ PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$
 step="fan-out-two-relays"
 log "Ops/two-relays.sh"
 PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/two-relays.sh"
+step="fan-out-three-relays"
+log "Ops/three-relays.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/three-relays.sh"
 
 step="done"
-printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash and two relays passed in %ds\n' \
+printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash, two and three relays passed in %ds\n' \
     "${*:+ $*}" "$(($(date +%s) - started))"
