@@ -1,4 +1,4 @@
-# Ops/fanout-lib.sh: shared by Ops/crash-test.sh and Ops/two-relays.sh (sourced, not run).
+# Ops/fanout-lib.sh: shared by Ops/crash-test.sh, Ops/two-relays.sh and Ops/three-relays.sh (sourced, not run).
 #
 # One embedded PostgreSQL cluster in $TMP/pg, a separately running `pushrelay apns-sim` logging every
 # request to $TMP/sim.jsonl, relays (`pushrelay serve`) sending to it with a signing key both trust,
@@ -19,6 +19,8 @@ TOPIC="com.fragne.circl"
 
 declare -A RELAY_PID=()
 declare -A RELAY_ADDRESS=()
+# Other processes a script started (a load balancer): stopped by fl_cleanup before the relays.
+FL_OTHER_PIDS=()
 SIM_PID=""
 SIM_PORT=""
 started=$(date +%s)
@@ -105,15 +107,18 @@ fl_stop_postgres() {
 }
 
 fl_cleanup() {
-    local rc=$? name
+    local rc=$? name pid
     trap - EXIT
+    for pid in "${FL_OTHER_PIDS[@]}"; do
+        fl_stop_pid "$pid" 10
+    done
     for name in "${!RELAY_PID[@]}"; do
         fl_stop_pid "${RELAY_PID[$name]}" 30
     done
     if [ -n "$SIM_PID" ]; then fl_stop_pid "$SIM_PID" 10; fi
     if [ -n "${TMP:-}" ] && [ -d "$TMP/pg" ]; then fl_stop_postgres; fi
     if [ "$rc" -ne 0 ] && [ -n "${TMP:-}" ]; then
-        for file in "$TMP"/relay-*.log "$TMP/sim.log"; do
+        for file in "$TMP"/relay-*.log "$TMP/sim.log" "$TMP/haproxy.log"; do
             [ -f "$file" ] || continue
             printf '\n%s: last lines of %s:\n' "$NAME" "$(basename "$file")" >&2
             tail -n 25 "$file" >&2

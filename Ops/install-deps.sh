@@ -36,6 +36,7 @@ REQUIRED=(
     "ca-certificates|[ -s /etc/ssl/certs/ca-certificates.crt ]"
     "python3|have python3"
     "python3-venv|python3 -c 'import ensurepip, venv' >/dev/null 2>&1"
+    "haproxy|have haproxy || [ -x /usr/sbin/haproxy ]"   # the TCP load balancer of Ops/three-relays.sh
     "util-linux|have taskset"
     "time|[ -x /usr/bin/time ]"    # GNU time (the shell keyword cannot print user/sys separately)
 )

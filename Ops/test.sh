@@ -13,8 +13,9 @@
 #   5. Ops/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
 #   6. Ops/test-python.sh: the Python client's tests, then the client against `pushrelay serve`
 #   7. Ops/crash-test.sh (a relay killed with SIGKILL mid fan-out and restarted: every device served,
-#      duplicates within the window, deliveries agree with APNs) and Ops/two-relays.sh (two relays
-#      on one database share one fan-out, every device exactly once)
+#      duplicates within the window, deliveries agree with APNs), Ops/two-relays.sh (two relays
+#      on one database share one fan-out, every device exactly once) and Ops/three-relays.sh (three
+#      relays behind HAProxy, the tenant's rate shared)
 #   8. Ops/smoke-loadtest.sh: `pushrelay loadtest` with a few thousand devices; its report is checked for
 #      completeness and consistency (every accepted notification accounted for), not for speed
 #
@@ -122,6 +123,9 @@ PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$
 step="fan-out-two-relays"
 log "Ops/two-relays.sh"
 PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/two-relays.sh"
+step="fan-out-three-relays"
+log "Ops/three-relays.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/three-relays.sh"
 
 # --- 8. the load test, small ---------------------------------------------------------------------
 step="smoke-loadtest"
@@ -129,5 +133,7 @@ log "Ops/smoke-loadtest.sh"
 bash "$ROOT/Ops/smoke-loadtest.sh" "$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
 
 step="done"
-printf '\ntest.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash, two relays and load-test smoke passed in %ds\n' \
+printf '
+test.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash, two and three relays and load-test smoke passed in %ds
+' \
     "${*:+ $*}" "$(($(date +%s) - started))"

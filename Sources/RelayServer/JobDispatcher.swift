@@ -12,24 +12,24 @@ import Synchronization
 final class JobDispatcher: Sendable {
     private let store: RelayStore
     private let worker: FanOutWorker
-    private let logger: Logger
 
     /// How often a caller waiting for its job looks at the job's progress.
     static let waitPollInterval: Duration = .milliseconds(20)
 
-    init(store: RelayStore, worker: FanOutWorker, logger: Logger) {
+    init(store: RelayStore, worker: FanOutWorker) {
         self.store = store
         self.worker = worker
-        self.logger = logger
     }
 
     /// Accepts `request`: commits its job (or finds the job of its idempotency key) and answers at once,
-    /// or, when the request asks to wait, when every device due now has its outcome.
+    /// or, when the request asks to wait, when every device due now has its outcome. The job is logged
+    /// with `logger`'s request metadata and its `job` id.
     func send(
         _ request: Pushrelay_V1_Send,
         raw: [UInt8],
         tenant: TenantConfiguration,
-        limits: ProtocolLimits
+        limits: ProtocolLimits,
+        logger: Logger
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
         let plan = try SendPlan(request, tenant: tenant, limits: limits)
         if request.idempotencyKey.utf8.count > SendPlan.maximumIDBytes {
@@ -48,6 +48,13 @@ final class JobDispatcher: Sendable {
         answer.jobID = acceptance.job.id
         answer.duplicate = acceptance.duplicate
         answer.job = Pushrelay_V1_Job(acceptance.job)
+        logger.debug(
+            acceptance.duplicate ? "send is a duplicate of its idempotency key's job" : "job accepted",
+            metadata: [
+                "job": "\(acceptance.job.id)", "notification_type": "\(request.notificationType)",
+                "state": "\(acceptance.job.state.rawValue)",
+            ]
+        )
         guard !acceptance.duplicate else {
             answer.devices = answer.job.devices
             return answer
@@ -63,8 +70,12 @@ final class JobDispatcher: Sendable {
         return answer
     }
 
-    /// Cancels a job of `tenant`.
-    func cancel(_ request: Pushrelay_V1_CancelJob, tenant: String) async throws(ProtocolError) -> Pushrelay_V1_Job {
+    /// Cancels a job of `tenant`, logged with `logger`'s request metadata and the `job` id.
+    func cancel(
+        _ request: Pushrelay_V1_CancelJob,
+        tenant: String,
+        logger: Logger
+    ) async throws(ProtocolError) -> Pushrelay_V1_Job {
         let job: JobRecord?
         do {
             job = try await store.cancelJob(tenant: tenant, id: request.jobID)
@@ -72,6 +83,7 @@ final class JobDispatcher: Sendable {
             throw ProtocolError(error)
         }
         guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)") }
+        logger.debug("job cancel asked", metadata: ["job": "\(job.id)", "state": "\(job.state.rawValue)"])
         return Pushrelay_V1_Job(job)
     }
 

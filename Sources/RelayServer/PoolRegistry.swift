@@ -61,8 +61,9 @@ public actor PoolRegistry {
     private var pools: [PoolKey: Entry] = [:]
     private var generation = 0
     private var rebuilds: [String: Int] = [:]
-    /// The pools ``warm(_:)`` built: readiness wants each of them up.
-    private var warmed: Set<PoolKey> = []
+    /// Every pool built so far, at start (``warm(_:)``) or later on first use: readiness wants each of them
+    /// up. A pool leaves the set only when its tenant no longer has a usable key after a key change.
+    private var built: Set<PoolKey> = []
 
     /// A registry that builds pools on `group` with keys from `store`, unsealed with `masterKey`.
     public init(store: RelayStore, masterKey: MasterKey?, target: APNsTarget, group: any EventLoopGroup, logger: Logger)
@@ -89,7 +90,9 @@ public actor PoolRegistry {
             pools[key] = entry
         }
         do {
-            return try await entry.task.value.pool
+            let pool = try await entry.task.value.pool
+            built.insert(key)
+            return pool
         } catch {
             // A failed build is forgotten, so the next send tries again.
             if pools[key]?.generation == entry.generation { pools[key] = nil }
@@ -121,7 +124,19 @@ public actor PoolRegistry {
                 "signing key changed; rebuilding the pool",
                 metadata: ["tenant": "\(tenant)", "apns.environment": "\(key.environment.rawValue)"]
             )
-            _ = try? await pool(tenant: tenant, environment: key.environment)
+            do {
+                _ = try await pool(tenant: tenant, environment: key.environment)
+            } catch {
+                // No usable key left for the environment: there is no pool for readiness to wait for.
+                built.remove(key)
+                logger.warning(
+                    "pool not rebuilt after a key change",
+                    metadata: [
+                        "tenant": "\(tenant)", "apns.environment": "\(key.environment.rawValue)",
+                        "error": "\(error.message)",
+                    ]
+                )
+            }
         }
         guard !replaced.isEmpty else { return }
         for old in replaced { await old.shutdown(gracePeriod: .seconds(30)) }
@@ -141,7 +156,6 @@ public actor PoolRegistry {
         for (tenant, environment) in tenants {
             do {
                 _ = try await pool(tenant: tenant, environment: environment)
-                warmed.insert(PoolKey(tenant: tenant, environment: environment))
             } catch {
                 logger.warning(
                     "APNs pool not warmed", metadata: ["tenant": "\(tenant)", "error": "\(error.message)"]
@@ -174,7 +188,7 @@ public actor PoolRegistry {
     /// `pushrelay_pool_streams_in_flight` gauges, by tenant and environment.
     public func recordMetrics() async {
         for (key, entry) in pools {
-            guard let built = try? await entry.task.value, let snapshot = try? await built.pool.snapshot() else {
+            guard let current = try? await entry.task.value, let snapshot = try? await current.pool.snapshot() else {
                 continue
             }
             let dimensions = [("tenant", key.tenant), ("environment", key.environment.rawValue)]
@@ -184,15 +198,15 @@ public actor PoolRegistry {
         }
     }
 
-    /// Why the relay cannot send right now, or `nil` when every pool ``warm(_:)`` built has at least one
-    /// ready connection.
+    /// Why the relay cannot send right now, or `nil` when every pool built so far (warmed at start or built
+    /// on first use after it) has at least one ready connection.
     public func notReadyReason() async -> String? {
-        for key in warmed.sorted(by: { ($0.tenant, $0.environment.rawValue) < ($1.tenant, $1.environment.rawValue) }) {
+        for key in built.sorted(by: { ($0.tenant, $0.environment.rawValue) < ($1.tenant, $1.environment.rawValue) }) {
             let name = "\(key.tenant) (\(key.environment.rawValue))"
-            guard let entry = pools[key], let built = try? await entry.task.value else {
+            guard let entry = pools[key], let current = try? await entry.task.value else {
                 return "APNs pool \(name) is not built"
             }
-            guard let snapshot = try? await built.pool.snapshot(), snapshot.connections.contains(where: \.isReady)
+            guard let snapshot = try? await current.pool.snapshot(), snapshot.connections.contains(where: \.isReady)
             else {
                 return "APNs pool \(name) has no ready connection"
             }
@@ -205,7 +219,7 @@ public actor PoolRegistry {
         let all = pools.values
         pools = [:]
         for entry in all {
-            if let built = try? await entry.task.value { await built.pool.shutdown(gracePeriod: gracePeriod) }
+            if let current = try? await entry.task.value { await current.pool.shutdown(gracePeriod: gracePeriod) }
         }
     }
 

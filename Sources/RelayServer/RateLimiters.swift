@@ -133,8 +133,38 @@ public final class RequestLimiter: Sendable {
     }
 }
 
+/// This process's share of each tenant's `notifications_per_second` among the relay processes on one
+/// database: each of the live relays paces a tenant at the rate divided by their number (rounded down, at
+/// least 1), so together they stay within it. ``RelayService/runHeartbeat(node:every:share:)`` keeps the
+/// number current from the `relay_nodes` heartbeats.
+public final class RelayShare: Sendable {
+    private let live = Atomic<Int>(1)
+
+    /// The share of the pacers of this process (a relay runs one per process).
+    public static let process = RelayShare()
+
+    /// A share of one relay: the whole rate, until told otherwise.
+    public init() {}
+
+    /// The live relays the rate is divided among (at least 1).
+    public var liveRelays: Int {
+        live.load(ordering: .relaxed)
+    }
+
+    /// Divides the rates among `count` live relays (at least 1) from now on.
+    public func update(liveRelays count: Int) {
+        live.store(max(1, count), ordering: .relaxed)
+    }
+
+    /// This relay's part of `rate`: `rate` / live relays, rounded down, at least 1.
+    public func part(of rate: Int) -> Int {
+        max(1, rate / liveRelays)
+    }
+}
+
 /// Paces each tenant's fan-out to its `rate_limits.notifications_per_second`: more than the rate wait their
-/// turn, nothing is dropped.
+/// turn, nothing is dropped. With several relays on one database, each paces at its ``RelayShare`` of the
+/// rate.
 ///
 /// One token bucket per tenant, allowing bursts of ``burstWindow`` worth of the rate. ``acquire(tenant:rate:count:)``
 /// reserves its sends under a lock and sleeps only when the tenant is over its rate, until its reserved slot:
@@ -143,23 +173,26 @@ public final class RequestLimiter: Sendable {
 public final class TenantPacer: Sendable {
     private let buckets = Mutex<[String: TokenBucket]>([:])
     private let clock: any LimiterClock
+    private let share: RelayShare
 
     /// How much of a second's rate may go out at once after an idle period.
     public let burstWindow: Duration
 
-    /// A pacer allowing bursts of `burstWindow` (50 ms by default) worth of each tenant's rate.
-    public convenience init(burstWindow: Duration = .milliseconds(50)) {
-        self.init(burstWindow: burstWindow, clock: SystemLimiterClock())
+    /// A pacer allowing bursts of `burstWindow` (50 ms by default) worth of each tenant's rate, pacing at
+    /// `share` of each rate (by default the process's).
+    public convenience init(burstWindow: Duration = .milliseconds(50), share: RelayShare = .process) {
+        self.init(burstWindow: burstWindow, share: share, clock: SystemLimiterClock())
     }
 
     /// A pacer reading and sleeping on `clock`.
-    init(burstWindow: Duration = .milliseconds(50), clock: any LimiterClock) {
+    init(burstWindow: Duration = .milliseconds(50), share: RelayShare = RelayShare(), clock: any LimiterClock) {
         self.burstWindow = burstWindow
+        self.share = share
         self.clock = clock
     }
 
-    /// Suspends until `count` sends of `tenant` are allowed at `rate` notifications per second (at least 1),
-    /// at once when the tenant is under its rate.
+    /// Suspends until `count` sends of `tenant` are allowed at this relay's share of `rate` notifications
+    /// per second (at least 1), at once when the tenant is under it.
     ///
     /// A cancelled task returns early, its sends still counted against the tenant.
     public func acquire(tenant: String, rate: Int, count: Int = 1) async {
@@ -168,10 +201,10 @@ public final class TenantPacer: Sendable {
         try? await clock.sleep(until: now + wait)
     }
 
-    /// Reserves `count` sends of `tenant` at `rate`: the instant it did so, and how long after it the caller
-    /// may use them (`.zero`: at once).
+    /// Reserves `count` sends of `tenant` at this relay's share of `rate`: the instant it did so, and how long
+    /// after it the caller may use them (`.zero`: at once).
     func reserve(tenant: String, rate: Int, count: Int) -> (now: ContinuousClock.Instant, wait: Duration) {
-        let rate = max(rate, 1)
+        let rate = share.part(of: max(rate, 1))
         let interval = Duration.seconds(1) / rate
         let burst = burstSize(rate: rate)
         let now = clock.now

@@ -16,10 +16,14 @@ enum RelayMetrics {
     static let writeBatchLabel = "pushrelay_delivery_write_batch_size"
 
     /// Counts one answered request of `kind`: `ok`, or the wire name of the error it was refused with.
-    static func request(_ kind: FrameKind, error: ProtocolError?) {
+    /// Frames refused before reaching the service count too; one too broken to say its kind (`nil`) is
+    /// counted under `unknown`.
+    static func request(_ kind: FrameKind?, error: ProtocolError?) {
         Counter(
             label: requestsLabel,
-            dimensions: [("method", kind.metricName), ("outcome", error.map { $0.code.wireName } ?? "ok")]
+            dimensions: [
+                ("method", kind?.metricName ?? "unknown"), ("outcome", error.map { $0.code.wireName } ?? "ok"),
+            ]
         ).increment()
     }
 

@@ -5,12 +5,15 @@ import RelayStore
 
 extension RelayService {
     /// Samples the fan-out queue and the pools into their gauges: `pushrelay_pages_due`,
-    /// `pushrelay_scheduled_job_lag_seconds`, `pushrelay_pool_connections` and
-    /// `pushrelay_pool_streams_in_flight`. A failed query leaves the queue gauges as they were.
+    /// `pushrelay_scheduled_job_lag_seconds` (how late the oldest due work nobody holds is: a page, or a
+    /// job not planned yet), `pushrelay_pool_connections` and `pushrelay_pool_streams_in_flight`. A failed
+    /// query leaves the queue gauges as they were.
     public func recordMetrics() async {
         do {
-            let (due, oldest) = try await store.pagesDue()
+            let (due, oldestPage) = try await store.pagesDue()
+            let oldestJob = try await store.oldestUnclaimedDueJob()
             Gauge(label: RelayMetrics.pagesDueLabel).record(due)
+            let oldest = [oldestPage, oldestJob].compactMap(\.self).min()
             Gauge(label: RelayMetrics.scheduledLagLabel).record(
                 oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
         } catch {
@@ -36,5 +39,34 @@ extension RelayService {
             return "the database does not answer: \(String(describing: error).prefix(200))"
         }
         return await pools.notReadyReason()
+    }
+
+    /// Beats relay `node`'s heartbeat in `relay_nodes` every `interval` and divides the tenants' rates in
+    /// `share` among the live relays, until the calling task is cancelled; then removes the node's row, so
+    /// the others take its share at their next beat. A failed beat keeps the last count.
+    public func runHeartbeat(node: String, every interval: Duration = .seconds(5), share: RelayShare = .process) async {
+        while !Task.isCancelled {
+            do {
+                let live = try await store.heartbeat(node: node)
+                if live != share.liveRelays {
+                    logger.info(
+                        "live relays changed; each paces its share of the tenants' rates",
+                        metadata: ["node": "\(node)", "relays": "\(live)"]
+                    )
+                }
+                share.update(liveRelays: live)
+            } catch {
+                logger.warning("heartbeat failed", metadata: ["node": "\(node)", "error": "\(error)"])
+            }
+            try? await Task.sleep(for: interval)
+        }
+        // In a task of its own: this one is cancelled, and would cancel the query.
+        let store = self.store
+        let removal = Task { try await store.removeNode(node) }
+        do {
+            try await removal.value
+        } catch {
+            logger.warning("node row not removed", metadata: ["node": "\(node)", "error": "\(error)"])
+        }
     }
 }

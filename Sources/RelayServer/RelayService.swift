@@ -42,7 +42,7 @@ public final class RelayService: Sendable {
         let tenants = TenantDirectory(store: store)
         self.tenants = tenants
         self.worker = FanOutWorker(store: store, pools: pools, results: results, tenants: tenants, logger: logger)
-        self.dispatcher = JobDispatcher(store: store, worker: worker, logger: logger)
+        self.dispatcher = JobDispatcher(store: store, worker: worker)
     }
 
     /// Checks a HELLO: the credential must belong to the named tenant, which must be enabled.
@@ -64,7 +64,34 @@ public final class RelayService: Sendable {
     }
 
     /// Answers one request of an authenticated connection of `tenant`: the answer's kind and body.
-    public func handle(_ frame: Frame, tenant tenantID: String) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
+    /// `logger` carries the request's metadata (`tenant`, `connection`, `request`); failures of the relay
+    /// itself (`INTERNAL`, `UNAVAILABLE`) are logged with it, and accepted sends with their `job`.
+    public func handle(
+        _ frame: Frame,
+        tenant tenantID: String,
+        logger: Logger
+    ) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
+        do {
+            return try await answer(frame, tenant: tenantID, logger: logger)
+        } catch {
+            if error.code == .internal || error.code == .unavailable {
+                logger.warning(
+                    "request failed",
+                    metadata: [
+                        "method": "\(frame.kind.metricName)", "code": "\(error.code.wireName)",
+                        "error": "\(error.message)",
+                    ]
+                )
+            }
+            throw error
+        }
+    }
+
+    private func answer(
+        _ frame: Frame,
+        tenant tenantID: String,
+        logger: Logger
+    ) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
         guard let record = try await tenants.tenant(tenantID), record.enabled else {
             throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is disabled")
         }
@@ -76,10 +103,11 @@ public final class RelayService: Sendable {
         case .listDevices: answer = try await listDevices(try frame.decode(), tenant: tenantID)
         case .send:
             answer = try await dispatcher.send(
-                try frame.decode(), raw: Array(frame.body.readableBytesView), tenant: tenant, limits: limits
+                try frame.decode(), raw: Array(frame.body.readableBytesView), tenant: tenant, limits: limits,
+                logger: logger
             )
         case .jobStatus: answer = try await jobStatus(try frame.decode(), tenant: tenantID)
-        case .cancelJob: answer = try await dispatcher.cancel(try frame.decode(), tenant: tenantID)
+        case .cancelJob: answer = try await dispatcher.cancel(try frame.decode(), tenant: tenantID, logger: logger)
         case .queryDeliveries: answer = try await queryDeliveries(try frame.decode(), tenant: tenantID)
         case .setPreferences: answer = try await setPreferences(try frame.decode(), tenant: tenant)
         case .getPreferences:

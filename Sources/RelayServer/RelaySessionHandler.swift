@@ -152,11 +152,12 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private func handle(_ parsed: ParsedFrame, context: ChannelHandlerContext) {
         switch parsed {
         case .fatal(let requestID, let error):
-            logger.info("unreadable frame; closing", metadata: ["error": "\(error)"])
-            writeError(error, requestID: requestID, context: context)
+            logger.info(
+                "unreadable frame; closing", metadata: ["request": "\(requestName(requestID))", "error": "\(error)"])
+            writeError(error, requestID: requestID, kind: nil, context: context)
             close(context: context)
-        case .refused(let requestID, _, let error):
-            writeError(error, requestID: requestID, context: context)
+        case .refused(let requestID, let kind, let error):
+            writeError(error, requestID: requestID, kind: kind, context: context)
         case .frame(let frame):
             lastActivity = .now()
             handle(frame, context: context)
@@ -171,14 +172,15 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             } else {
                 writeError(
                     ProtocolError(.helloRequired, "send HELLO first; kind \(frame.kind) came before it"),
-                    requestID: frame.requestID, context: context
+                    requestID: frame.requestID, kind: frame.kind, context: context
                 )
             }
         case .open(let tenant):
             request(frame, tenant: tenant, context: context)
         case .closing:
             writeError(
-                ProtocolError(.shuttingDown, "the connection is closing"), requestID: frame.requestID, context: context
+                ProtocolError(.shuttingDown, "the connection is closing"), requestID: frame.requestID,
+                kind: frame.kind, context: context
             )
         case .authenticating, .closed:
             break
@@ -192,7 +194,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         do throws(ProtocolError) {
             hello = try frame.decode()
         } catch {
-            writeError(error, requestID: frame.requestID, context: context)
+            writeError(error, requestID: frame.requestID, kind: .hello, context: context)
             return
         }
         let version = UInt32(ProtocolLimits.currentVersion)
@@ -201,7 +203,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 ProtocolError(
                     .unsupportedVersion,
                     "the client speaks versions \(hello.minVersion)-\(hello.maxVersion); this relay speaks \(version)"
-                ), requestID: frame.requestID, context: context
+                ), requestID: frame.requestID, kind: .hello, context: context
             )
             close(context: context)
             return
@@ -219,19 +221,24 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             guard self.state == .authenticating else { return }
             switch result {
             case .success(let tenant):
-                RelayMetrics.request(.hello, error: nil)
                 self.helloTimer?.cancel()
                 self.state = .open(tenant: tenant)
                 self.limiterKey = tenant + "/" + String(hello.credential.prefix(12))
                 self.logger[metadataKey: "tenant"] = "\(tenant)"
-                self.logger.info("authenticated", metadata: ["client": "\(hello.clientName)"])
+                self.answered(.hello, requestID: frame.requestID, error: nil)
+                self.logger.info(
+                    "authenticated",
+                    metadata: ["client": "\(hello.clientName)", "request": "\(self.requestName(frame.requestID))"]
+                )
                 if hello.acceptZstd { self.encoder.compressionThreshold = self.configuration.compressionThreshold }
                 self.write(kind: FrameKind.hello.answer, requestID: frame.requestID, message: self.helloOK(tenant))
                 self.processInbound(context: context)
             case .failure(let error):
-                RelayMetrics.request(.hello, error: error)
-                self.logger.info("authentication failed", metadata: ["tenant": "\(hello.tenant)"])
-                self.writeError(error, requestID: frame.requestID, context: context)
+                self.logger.info(
+                    "authentication failed",
+                    metadata: ["tenant": "\(hello.tenant)", "request": "\(self.requestName(frame.requestID))"]
+                )
+                self.writeError(error, requestID: frame.requestID, kind: .hello, context: context)
                 self.close(context: context)
             }
         }
@@ -257,14 +264,15 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         let id = frame.requestID
         guard id != 0 else {
             writeError(
-                .invalidArgument("request_id", "request id 0 is reserved for the relay"), requestID: 0, context: context
+                .invalidArgument("request_id", "request id 0 is reserved for the relay"), requestID: 0,
+                kind: frame.kind, context: context
             )
             return
         }
         guard !inFlight.contains(id), subscriptions[id] == nil else {
             writeError(
                 ProtocolError(.duplicateRequestID, "request id \(id) is already in flight"), requestID: id,
-                context: context
+                kind: frame.kind, context: context
             )
             return
         }
@@ -272,18 +280,20 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         case .hello:
             writeError(
                 ProtocolError(.alreadyAuthenticated, "this connection already said HELLO"), requestID: id,
-                context: context
+                kind: .hello, context: context
             )
         case .ping:
             do throws(ProtocolError) {
                 let ping: Pushrelay_V1_Ping = try frame.decode()
                 var pong = Pushrelay_V1_Pong()
                 pong.nonce = ping.nonce
+                answered(.ping, requestID: id, error: nil)
                 write(kind: FrameKind.ping.answer, requestID: id, message: pong)
             } catch {
-                writeError(error, requestID: id, context: context)
+                writeError(error, requestID: id, kind: .ping, context: context)
             }
         case .goodbye:
+            answered(.goodbye, requestID: id, error: nil)
             beginClose(context: context, reason: nil)
         case .subscribeResults:
             subscribe(frame, tenant: tenant, context: context)
@@ -291,19 +301,21 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             unsubscribe(frame, context: context)
         case let kind where FrameKind.requests.contains(kind):
             if let retryAfter = service.requests.admit(limiterKey) {
-                RelayMetrics.request(kind, error: ProtocolError(.rateLimited, ""))
                 writeError(
                     ProtocolError(
                         .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter
-                    ), requestID: id, context: context
+                    ), requestID: id, kind: kind, context: context
                 )
                 return
             }
             inFlight.insert(id)
             let service = self.service
+            var requestLogger = logger
+            requestLogger[metadataKey: "request"] = "\(requestName(id))"
+            let serviceLogger = requestLogger
             let future = context.eventLoop.makeFutureWithTask { () -> Result<(FrameKind, [UInt8]), ProtocolError> in
                 do throws(ProtocolError) {
-                    return .success(try await service.handle(frame, tenant: tenant))
+                    return .success(try await service.handle(frame, tenant: tenant, logger: serviceLogger))
                 } catch {
                     return .failure(error)
                 }
@@ -311,28 +323,43 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             future.assumeIsolated().whenSuccess { result in
                 self.inFlight.remove(id)
                 switch result {
-                case .success: RelayMetrics.request(kind, error: nil)
-                case .failure(let error): RelayMetrics.request(kind, error: error)
-                }
-                guard self.state != .closed else { return }
-                switch result {
-                case .success(let (kind, body)):
-                    self.write(kind: kind, requestID: id, body: body)
+                case .success(let (answerKind, body)):
+                    self.answered(kind, requestID: id, error: nil)
+                    self.write(kind: answerKind, requestID: id, body: body)
                 case .failure(let error):
-                    self.writeError(error, requestID: id, context: context)
+                    self.writeError(error, requestID: id, kind: kind, context: context)
                 }
                 if self.state == .closing, self.inFlight.isEmpty {
                     self.close(context: context)
-                } else {
+                } else if self.state != .closed {
                     self.processInbound(context: context)
                 }
             }
         default:
             writeError(
                 ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1"),
-                requestID: id, context: context
+                requestID: id, kind: frame.kind, context: context
             )
         }
+    }
+
+    /// The request's name in logs: the connection id and the frame's request id (`c12/7`), unique in the
+    /// process.
+    private func requestName(_ requestID: UInt32) -> String {
+        "\(logger[metadataKey: "connection"] ?? "")/\(requestID)"
+    }
+
+    /// Counts an answered request of `kind` (`nil`: a frame too broken to say) and logs it at debug level
+    /// with its tenant, connection and request id.
+    private func answered(_ kind: FrameKind?, requestID: UInt32, error: ProtocolError?) {
+        RelayMetrics.request(kind, error: error)
+        logger.debug(
+            "request answered",
+            metadata: [
+                "request": "\(requestName(requestID))", "method": "\(kind?.metricName ?? "unknown")",
+                "outcome": "\(error.map { $0.code.wireName } ?? "ok")",
+            ]
+        )
     }
 
     // MARK: Results stream
@@ -342,7 +369,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         do throws(ProtocolError) {
             request = try frame.decode()
         } catch {
-            writeError(error, requestID: frame.requestID, context: context)
+            writeError(error, requestID: frame.requestID, kind: .subscribeResults, context: context)
             return
         }
         let requestID = frame.requestID
@@ -354,6 +381,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             }
         }
         subscriptions[requestID] = id
+        answered(.subscribeResults, requestID: requestID, error: nil)
         write(kind: FrameKind.subscribeResults.answer, requestID: requestID, message: Pushrelay_V1_Subscribed())
     }
 
@@ -364,11 +392,12 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 throw ProtocolError(.notFound, "no subscription with request id \(request.subscriptionRequestID)")
             }
             service.results.unsubscribe(id)
+            answered(.unsubscribeResults, requestID: frame.requestID, error: nil)
             write(
                 kind: FrameKind.unsubscribeResults.answer, requestID: frame.requestID,
                 message: Pushrelay_V1_Subscribed())
         } catch {
-            writeError(error, requestID: frame.requestID, context: context)
+            writeError(error, requestID: frame.requestID, kind: .unsubscribeResults, context: context)
         }
     }
 
@@ -424,7 +453,14 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
     }
 
-    private func writeError(_ error: ProtocolError, requestID: UInt32, context: ChannelHandlerContext) {
+    /// Answers a request with an ERROR frame, counting it under `kind` (`nil` when the frame could not be read).
+    private func writeError(
+        _ error: ProtocolError,
+        requestID: UInt32,
+        kind: FrameKind?,
+        context: ChannelHandlerContext
+    ) {
+        answered(kind, requestID: requestID, error: error)
         write(kind: .error, requestID: requestID, message: error.wireError)
     }
 

@@ -288,5 +288,21 @@ extension Migration {
                 "CREATE INDEX job_pages_claimable ON job_pages (due_at) WHERE state IN ('pending', 'leased')",
             ]
         ),
+        Migration(
+            version: 6,
+            name: "relay_nodes",
+            statements: [
+                // One row per running relay process, its heartbeat renewed every few seconds: the live relays
+                // share each tenant's notifications_per_second. A process that stops removes its row; the row
+                // of one that died is ignored once its heartbeat is old and deleted after an hour.
+                """
+                CREATE TABLE relay_nodes (
+                    id text PRIMARY KEY,
+                    started_at timestamptz NOT NULL DEFAULT now(),
+                    heartbeat_at timestamptz NOT NULL DEFAULT now()
+                )
+                """
+            ]
+        ),
     ]
 }

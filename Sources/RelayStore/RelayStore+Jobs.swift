@@ -321,3 +321,27 @@ extension RelayStore {
         }
     }
 }
+
+extension RelayStore {
+    /// The due time of the oldest job that is due and not planned yet, with no planner holding it
+    /// (`accepted` or `scheduled`, its send time past, its planning lease absent or run out); `nil` when
+    /// there is none. With ``pagesDue()`` it gives the scheduled-job lag: work due that nobody is doing.
+    public func oldestUnclaimedDueJob() async throws(RelayStoreError) -> Date? {
+        do {
+            for try await (oldest, ) in try await client.query(
+                """
+                SELECT min(coalesce(send_at, created_at)) FROM jobs
+                WHERE planned_at IS NULL AND state IN ('accepted', 'scheduled')
+                  AND coalesce(send_at, created_at) <= now()
+                  AND (planning_until IS NULL OR planning_until < now())
+                """,
+                logger: logger
+            ).decode((Date?).self) {
+                return oldest
+            }
+            return nil
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+}

@@ -33,13 +33,26 @@ struct DatabaseOptions: ParsableArguments {
 
     /// Runs `body` with a migrated store, starting (and afterwards stopping) the embedded cluster if needed.
     func withStore(_ body: @Sendable (RelayStore) async throws -> Void) async throws {
+        try await Self.withStore(
+            databaseURL: databaseURL ?? ProcessInfo.processInfo.environment["PUSHRELAY_DATABASE_URL"],
+            dataDir: dataDir, body
+        )
+    }
+
+    /// Runs `body` with a migrated store of `databaseURL`, or else of the embedded cluster in `dataDir`
+    /// (started, and afterwards stopped, if needed).
+    static func withStore(
+        databaseURL: String?,
+        dataDir: String,
+        _ body: @Sendable (RelayStore) async throws -> Void
+    ) async throws {
         var logger = Logger(label: "pushrelay.admin")
         logger.logLevel = .warning
         // postgres-nio warns when a query races the pool's start inside `withStore`; harmless here.
         var storeLogger = logger
         storeLogger.logLevel = .error
         do {
-            if let url = databaseURL ?? ProcessInfo.processInfo.environment["PUSHRELAY_DATABASE_URL"] {
+            if let url = databaseURL {
                 try await Self.run(RelayStore.Configuration(databaseURL: url), logger: storeLogger, body)
                 return
             }

@@ -12,6 +12,7 @@ import Prometheus
 import PushRelayProtocol
 import RelayServer
 import RelayStore
+import ServiceLifecycle
 
 /// `pushrelay serve`: the relay. Migrates the database, applies the tenant files, warms the APNs pools,
 /// follows key changes, and serves the wire protocol until SIGTERM or SIGINT, then shuts down gracefully.
@@ -28,72 +29,116 @@ struct ServeCommand: AsyncParsableCommand {
             With --apns-simulator the relay starts the APNs simulator in-process and sends there: tenants \
             without a stored key get an ephemeral one. Without it, it sends to Apple (production and sandbox).
 
+            Every setting is a flag, a PUSHRELAY_* environment variable, or a key of the --config file, in that \
+            order of precedence (README: "Settings").
+
             SIGTERM or SIGINT: stop accepting, say GOODBYE, answer in-flight requests, finish running fan-outs, \
             close the pools.
             """
     )
 
-    @Option(help: "host:port to listen on (port 0 picks a free one).")
-    var listen = "127.0.0.1:7411"
-    @OptionGroup var database: DatabaseOptions
-    @Option(help: "Folder of tenant files applied at start; \"\" applies none.")
-    var tenants = "Tenants"
+    @Option(help: "YAML file of settings (default: PUSHRELAY_CONFIG); flags and PUSHRELAY_* variables win over it.")
+    var config: String?
+    @Option(help: "host:port to listen on (port 0 picks a free one; default 127.0.0.1:7411).")
+    var listen: String?
+    @Option(
+        help:
+            "postgres://user[:password]@host[:port]/database[?host=/socket/folder&sslmode=...] (default: the embedded cluster)."
+    )
+    var databaseURL: String?
+    @Option(help: "Data folder of the embedded PostgreSQL cluster (default .pushrelay/pg).")
+    var dataDir: String?
+    @Option(help: "Folder of tenant files applied at start; \"\" applies none (default Tenants).")
+    var tenants: String?
     @Option(help: "File holding the master key that unseals signing keys (default: PUSHRELAY_MASTER_KEY).")
     var masterKeyFile: String?
-    @Flag(help: "Send to an in-process APNs simulator instead of Apple.")
-    var apnsSimulator = false
-    @Option(help: "Folder for the simulator's CA.")
-    var simDir = ".pushrelay/apns-sim"
+    @Flag(inversion: .prefixedNo, help: "Send to an in-process APNs simulator instead of Apple (default off).")
+    var apnsSimulator: Bool?
+    @Option(help: "Folder for the simulator's CA (default .pushrelay/apns-sim).")
+    var simDir: String?
     @Option(help: "Send to this APNs host:port instead of Apple's (with --apns-ca).")
     var apnsEndpoint: String?
     @Option(help: "CA file to trust for --apns-endpoint.")
     var apnsCA: String?
-    @Option(help: "HTTP/2 connections per APNs pool (one pool per tenant and environment).")
-    var connectionsPerPool = 2
+    @Option(help: "HTTP/2 connections per APNs pool, one pool per tenant and environment (default 2).")
+    var connectionsPerPool: Int?
     @Option(help: "TLS certificate chain (PEM) for the listener.")
     var tlsCert: String?
     @Option(help: "TLS private key (PEM) for the listener.")
     var tlsKey: String?
     @Option(help: "CA (PEM) whose client certificates are required on the listener.")
     var tlsClientCA: String?
-    @Option(help: "Largest frame body accepted, in bytes.")
-    var maxFrameBytes = 1_048_576
-    @Option(help: "Largest body after zstd decompression, in bytes.")
-    var maxDecompressedBytes = 4_194_304
-    @Option(help: "Requests in flight per connection before the relay stops reading it.")
-    var maxInFlight = 128
-    @Option(help: "Most recipients per send.")
-    var maxRecipients = 10_000
-    @Option(help: "Seconds without a client frame before a connection is closed (0: never).")
-    var idleTimeout = 300
-    @Option(help: "Requests per second each credential may make (RATE_LIMITED beyond it, with a retry-after).")
-    var requestsPerSecond = 1_000.0
-    @Option(help: "Requests a credential may make in a burst above that rate.")
-    var requestBurst = 2_000
-    @Option(help: "Days of delivery rows kept; older daily partitions are dropped hourly.")
-    var retentionDays = 30
-    @Option(help: "host:port of the operators' HTTP port (/metrics, /healthz, /readyz); \"\" turns it off.")
-    var metricsListen = "127.0.0.1:9411"
+    @Option(help: "Largest frame body accepted, in bytes (default 1048576).")
+    var maxFrameBytes: Int?
+    @Option(help: "Largest body after zstd decompression, in bytes (default 4194304).")
+    var maxDecompressedBytes: Int?
+    @Option(help: "Requests in flight per connection before the relay stops reading it (default 128).")
+    var maxInFlight: Int?
+    @Option(help: "Most recipients per send (default 10000).")
+    var maxRecipients: Int?
+    @Option(help: "Seconds without a client frame before a connection is closed; 0 never (default 300).")
+    var idleTimeout: Int?
+    @Option(help: "Requests per second each credential may make; RATE_LIMITED beyond it (default 1000).")
+    var requestsPerSecond: Double?
+    @Option(help: "Requests a credential may make in a burst above that rate (default 2000).")
+    var requestBurst: Int?
+    @Option(help: "Days of delivery rows kept; older daily partitions are dropped hourly (default 30).")
+    var retentionDays: Int?
+    @Option(help: "host:port of the operators' HTTP port; \"\" turns it off (default 127.0.0.1:9411).")
+    var metricsListen: String?
     @Option(help: "Write host:port here once the relay accepts connections.")
     var readyFile: String?
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel = "info"
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
+    var logLevel: String?
 
     func run() async throws {
+        let settings: ServeSettings
+        do {
+            settings = try ServeSettings.resolve(
+                commandLine: commandLineValues, environment: ProcessInfo.processInfo.environment,
+                configFile: config
+            )
+        } catch {
+            throw Failure(message: error.description)
+        }
+        try await settings.serve()
+    }
+
+    /// The settings given as flags, by file key.
+    private var commandLineValues: [String: String] {
+        let given: [String: String?] = [
+            "listen": listen, "database_url": databaseURL, "data_dir": dataDir, "tenants": tenants,
+            "master_key_file": masterKeyFile, "apns_simulator": apnsSimulator.map { "\($0)" }, "sim_dir": simDir,
+            "apns_endpoint": apnsEndpoint, "apns_ca": apnsCA,
+            "connections_per_pool": connectionsPerPool.map { "\($0)" }, "tls_cert": tlsCert, "tls_key": tlsKey,
+            "tls_client_ca": tlsClientCA, "max_frame_bytes": maxFrameBytes.map { "\($0)" },
+            "max_decompressed_bytes": maxDecompressedBytes.map { "\($0)" },
+            "max_in_flight": maxInFlight.map { "\($0)" }, "max_recipients": maxRecipients.map { "\($0)" },
+            "idle_timeout": idleTimeout.map { "\($0)" }, "requests_per_second": requestsPerSecond.map { "\($0)" },
+            "request_burst": requestBurst.map { "\($0)" }, "retention_days": retentionDays.map { "\($0)" },
+            "metrics_listen": metricsListen, "ready_file": readyFile, "log_level": logLevel,
+        ]
+        return given.compactMapValues { $0 }
+    }
+}
+
+extension ServeSettings {
+    /// Runs the relay with these settings until SIGTERM or SIGINT.
+    fileprivate func serve() async throws {
         var configuredLogger = Logger(label: "pushrelay")
         configuredLogger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let logger = configuredLogger
         let serverConfiguration = try makeServerConfiguration()
         if !metricsListen.isEmpty, RelayAddress(metricsListen) == nil {
-            throw Failure(message: "--metrics-listen must be host:port or \"\", not \(metricsListen)")
+            throw Failure(message: "metrics listen must be host:port or \"\", not \(metricsListen)")
         }
         let folder = tenants
         let masterKey = try Self.loadMasterKey(file: masterKeyFile)
         if masterKey == nil {
             logger.notice("no master key: stored signing keys cannot be used until one is given")
         }
-        let options = self
-        try await database.withStore { store in
+        let settings = self
+        try await DatabaseOptions.withStore(databaseURL: databaseURL, dataDir: dataDir) { store in
             if !folder.isEmpty {
                 let report = try await store.syncTenants(try TenantConfiguration.loadFolder(folder))
                 logger.info(
@@ -104,7 +149,7 @@ struct ServeCommand: AsyncParsableCommand {
                     ]
                 )
             }
-            try await options.serve(
+            try await settings.serve(
                 store: store, masterKey: masterKey, serverConfiguration: serverConfiguration, logger: logger
             )
         }
@@ -118,21 +163,22 @@ struct ServeCommand: AsyncParsableCommand {
     ) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let records = try await store.listTenants().filter(\.enabled)
-        var simulator: APNsSimulator?
+        var startedSimulator: APNsSimulator?
         var target = APNsTarget(connectionsPerPool: connectionsPerPool)
         if apnsSimulator {
             let (started, simulatorTarget) = try await startSimulator(
                 tenants: records, store: store, masterKey: masterKey, group: group, logger: logger
             )
-            simulator = started
+            startedSimulator = started
             target = simulatorTarget
         } else if let apnsEndpoint {
             guard let endpoint = APNsEndpoint(parsing: apnsEndpoint) else {
-                throw Failure(message: "--apns-endpoint must be host:port, not \(apnsEndpoint)")
+                throw Failure(message: "apns endpoint must be host:port, not \(apnsEndpoint)")
             }
             target.endpointOverride = endpoint
             target.caFile = apnsCA
         }
+        let simulator = startedSimulator
         let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
         let service = RelayService(
             store: store, pools: pools, limits: serverConfiguration.limits, requestsPerSecond: requestsPerSecond,
@@ -144,21 +190,11 @@ struct ServeCommand: AsyncParsableCommand {
                     .map { (tenant: record.id, environment: $0) }
             }
         )
-        let keyChanges = Task { await pools.followKeyChanges() }
-        let fanOut = Task { await service.runFanOut() }
         let retentionDays = self.retentionDays
-        let maintenance = Task {
-            while !Task.isCancelled {
-                do {
-                    let report = try await store.maintain(retentionDays: retentionDays)
-                    logger.info("maintenance done", metadata: ["report": "\(report)"])
-                } catch {
-                    logger.warning("maintenance failed", metadata: ["error": "\(error)"])
-                }
-                try? await Task.sleep(for: .seconds(3_600))
-            }
-        }
-        let metricsSampler = Task { await service.recordMetrics(every: .seconds(5)) }
+        // This process in relay_nodes: the live relays share each tenant's notifications_per_second.
+        let node =
+            "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-"
+            + UUID().uuidString.prefix(8).lowercased()
         var operatorServer: OperatorHTTPServer?
         if let metricsAddress = RelayAddress(metricsListen) {
             // Relaying matters more than its metrics: a port already taken (a second relay on the same host
@@ -186,17 +222,53 @@ struct ServeCommand: AsyncParsableCommand {
         if let readyFile {
             try Data(address.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
         }
-        let signal = await ShutdownSignal.wait()
-        logger.info("shutting down", metadata: ["signal": "\(signal)"])
-        await server.shutdown()
-        metricsSampler.cancel()
-        await operatorServer?.shutdown()
-        fanOut.cancel()
-        await fanOut.value
-        keyChanges.cancel()
-        maintenance.cancel()
-        await pools.shutdown()
-        try? await simulator?.shutdown()
+        // A graceful shutdown (SIGTERM, SIGINT) stops the parts from the last to the first: the listener
+        // (GOODBYE, in-flight requests answered), the operator port, the fan-out (pages being sent are
+        // finished and their delivery rows written), the samplers, the heartbeat (its row removed: the other
+        // relays take its share of the tenants' rates), then the pools and the simulator.
+        var parts = [
+            RelayPart(
+                "APNs pools",
+                stop: {
+                    await pools.shutdown()
+                    try? await simulator?.shutdown()
+                }
+            ),
+            RelayPart("key-change follower", work: { await pools.followKeyChanges() }),
+            RelayPart(
+                "maintenance",
+                work: {
+                    while !Task.isCancelled {
+                        do {
+                            let report = try await store.maintain(retentionDays: retentionDays)
+                            logger.info("maintenance done", metadata: ["report": "\(report)"])
+                        } catch {
+                            logger.warning("maintenance failed", metadata: ["error": "\(error)"])
+                        }
+                        try? await Task.sleep(for: .seconds(3_600))
+                    }
+                }
+            ),
+            RelayPart("node heartbeat", work: { await service.runHeartbeat(node: node) }),
+            RelayPart("metrics sampler", work: { await service.recordMetrics(every: .seconds(5)) }),
+            RelayPart("fan-out worker", work: { await service.runFanOut() }),
+        ]
+        if let operatorServer {
+            parts.append(RelayPart("operator HTTP server", stop: { await operatorServer.shutdown() }))
+        }
+        parts.append(
+            RelayPart(
+                "relay listener",
+                stop: {
+                    logger.info("shutting down gracefully")
+                    await server.shutdown()
+                }
+            )
+        )
+        let serviceGroup = ServiceGroup(
+            services: parts, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
+        )
+        try await serviceGroup.run()
         try await group.shutdownGracefully()
         print("pushrelay: stopped")
     }
@@ -267,7 +339,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     private func makeServerConfiguration() throws -> RelayServerConfiguration {
         guard let endpoint = RelayAddress(listen) else {
-            throw Failure(message: "--listen must be host:port, not \(listen)")
+            throw Failure(message: "listen must be host:port, not \(listen)")
         }
         var configuration = RelayServerConfiguration(
             host: endpoint.host, port: endpoint.port,
@@ -279,7 +351,7 @@ struct ServeCommand: AsyncParsableCommand {
         )
         switch (tlsCert, tlsKey) {
         case (nil, nil):
-            guard tlsClientCA == nil else { throw Failure(message: "--tls-client-ca needs --tls-cert and --tls-key") }
+            guard tlsClientCA == nil else { throw Failure(message: "tls client ca needs tls cert and tls key") }
         case (let cert?, let key?):
             var tls = TLSConfiguration.makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
@@ -291,28 +363,8 @@ struct ServeCommand: AsyncParsableCommand {
             }
             configuration.tls = tls
         default:
-            throw Failure(message: "give both --tls-cert and --tls-key")
+            throw Failure(message: "give both tls cert and tls key")
         }
         return configuration
-    }
-}
-
-/// Waits for SIGTERM or SIGINT.
-enum ShutdownSignal {
-    /// Returns the name of the first of SIGTERM or SIGINT to arrive.
-    static func wait() async -> String {
-        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
-        var sources: [any DispatchSourceSignal] = []
-        for (number, name) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(name) }
-            source.resume()
-            sources.append(source)
-        }
-        var iterator = stream.makeAsyncIterator()
-        let name = await iterator.next() ?? "end"
-        for source in sources { source.cancel() }
-        return name
     }
 }

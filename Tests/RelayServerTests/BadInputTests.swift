@@ -9,17 +9,6 @@ extension RelayServerSuites {
     /// Bad input gets a typed ERROR frame; the connection closes only when the framing itself is broken; the
     /// relay goes on serving.
     @Suite struct BadInputTests {
-        private func header(length: UInt32, version: UInt8 = 1, flags: UInt8 = 0, kind: UInt16, requestID: UInt32)
-            -> [UInt8]
-        {
-            var buffer = ByteBuffer()
-            FrameHeader(
-                length: length, version: version, flags: FrameFlags(rawValue: flags), kind: FrameKind(rawValue: kind),
-                requestID: requestID
-            ).write(to: &buffer)
-            return Array(buffer.readableBytesView)
-        }
-
         @Test func everyBadFrameGetsItsErrorAndTheConnectionGoesOn() async throws {
             try await RelayHarness.with { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
@@ -30,24 +19,25 @@ extension RelayServerSuites {
                 #expect(ok.kind == FrameKind.hello.answer)
                 #expect(try ok.decode(Pushrelay_V1_HelloOk.self).maxFrameBytes == 1_048_576)
 
-                try await connection.send(header(length: 0, kind: 0x0777, requestID: 6))
+                try await connection.send(frameHeader(length: 0, kind: 0x0777, requestID: 6))
                 #expect(await connection.nextError() == .unknownKind)
-                try await connection.send(header(length: 0, version: 9, kind: 0x0002, requestID: 7))
+                try await connection.send(frameHeader(length: 0, version: 9, kind: 0x0002, requestID: 7))
                 #expect(await connection.nextError() == .unsupportedVersion)
-                try await connection.send(header(length: 0, flags: 0x80, kind: 0x0002, requestID: 8))
+                try await connection.send(frameHeader(length: 0, flags: 0x80, kind: 0x0002, requestID: 8))
                 #expect(await connection.nextError() == .badFrame)
-                try await connection.send(header(length: 2, kind: 0x0010, requestID: 9) + [0x0A, 0xFF])
+                try await connection.send(frameHeader(length: 2, kind: 0x0010, requestID: 9) + [0x0A, 0xFF])
                 #expect(await connection.nextError() == .invalidBody)
                 // A zstd bomb: 64 MiB of zeros declared in a few bytes.
                 let bomb = Zstd.compress(
                     ByteBuffer(repeating: 0, count: 64 << 20), level: 19, allocator: ByteBufferAllocator()
                 )
                 try await connection.send(
-                    header(length: UInt32(bomb.readableBytes), flags: 0x01, kind: 0x0020, requestID: 10)
+                    frameHeader(length: UInt32(bomb.readableBytes), flags: 0x01, kind: 0x0020, requestID: 10)
                         + Array(bomb.readableBytesView)
                 )
                 #expect(await connection.nextError() == .decompressedTooLarge)
-                try await connection.send(header(length: 4, flags: 0x01, kind: 0x0020, requestID: 11) + [1, 2, 3, 4])
+                try await connection.send(
+                    frameHeader(length: 4, flags: 0x01, kind: 0x0020, requestID: 11) + [1, 2, 3, 4])
                 #expect(await connection.nextError() == .badCompression)
                 try await connection.send(kind: .hello, requestID: 12, message: Pushrelay_V1_Hello())
                 #expect(await connection.nextError() == .alreadyAuthenticated)
@@ -60,7 +50,7 @@ extension RelayServerSuites {
                 #expect(try await connection.pingWorks())
 
                 // A frame declaring a body over the limit breaks the framing: error, then close.
-                try await connection.send(header(length: 50_000_000, kind: 0x0020, requestID: 14))
+                try await connection.send(frameHeader(length: 50_000_000, kind: 0x0020, requestID: 14))
                 #expect(await connection.nextError() == .frameTooLarge)
                 #expect(await connection.isClosedByRelay())
                 await connection.close()
@@ -183,7 +173,7 @@ extension RelayServerSuites {
                             Bool.random(using: &generator) ? 0 : UInt8.random(in: 0...3, using: &generator)
                         let kind = kinds.randomElement(using: &generator)!
                         bytes +=
-                            header(
+                            frameHeader(
                                 length: UInt32(length), flags: flags, kind: kind,
                                 requestID: UInt32.random(in: 1...1_000, using: &generator)
                             ) + body

@@ -54,21 +54,82 @@ extension RelayServerSuites {
     }
 }
 
+extension RelayServerSuites {
+    /// Log lines about a request carry its tenant, connection and request id (`c3/17`: connection and the
+    /// frame's request id); lines about a job carry its id.
+    @Suite struct StructuredLogTests {
+        @Test func requestAndJobLinesCarryTheirIDs() async throws {
+            let lines = CapturedLines()
+            var logger = Logger(label: "pushrelay") { _ in CapturingLogHandler(lines: lines) }
+            logger.logLevel = .debug
+            try await RelayHarness.with(logger: logger) { relay in
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                let sent = try await client.send(circlMessage(to: ["ada"]))
+                #expect(sent.job.delivered == 1)
+                #expect(await errorCode { try await client.listDevices(userID: "") } == .invalidArgument)
+                #expect(await errorCode { try await client.cancelJob(jobID: sent.jobID) } == nil)
+                await client.close()
+            }
+            let entries = lines.entries
+            let answered = entries.filter { $0.message == "request answered" }
+            #expect(
+                Set(answered.compactMap { $0.metadata["method"] })
+                    == ["hello", "register_device", "send", "list_devices", "cancel_job", "goodbye"])
+            #expect(answered.contains { $0.metadata["outcome"] == "INVALID_ARGUMENT" })
+            let requestLines = entries.filter {
+                ["request answered", "authenticated", "job accepted", "job cancel asked"].contains($0.message)
+            }
+            #expect(requestLines.count >= 7)
+            for entry in requestLines {
+                #expect(entry.metadata["tenant"] == "circl", "\(entry)")
+                #expect(entry.metadata["connection"]?.hasPrefix("c") == true, "\(entry)")
+                let request = entry.metadata["request"] ?? ""
+                #expect(request.wholeMatch(of: /c[0-9]+\/[0-9]+/) != nil, "\(entry)")
+            }
+            let jobLines = entries.filter {
+                ["job accepted", "job cancel asked", "job planned"].contains($0.message)
+            }
+            #expect(Set(jobLines.map(\.message)) == ["job accepted", "job cancel asked", "job planned"])
+            for entry in jobLines {
+                #expect(entry.metadata["job"] != nil, "\(entry)")
+                #expect(entry.metadata["tenant"] == "circl", "\(entry)")
+            }
+        }
+    }
+}
+
 /// The base64 lines of a PEM's body, long enough to identify the key.
 private func pemBodyLines(_ pem: String) -> [String] {
     pem.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("-----") && $0.count >= 32 }
 }
 
+/// One line logged through a ``CapturingLogHandler``: its message and all its metadata as text.
+struct CapturedEntry: Sendable {
+    var message: String
+    var metadata: [String: String]
+}
+
 /// Every line logged through a ``CapturingLogHandler`` (or any strings a test collects from several tasks).
 final class CapturedLines: Sendable {
     private let lines = Mutex<[String]>([])
+    private let structured = Mutex<[CapturedEntry]>([])
 
     func append(_ line: String) {
         lines.withLock { $0.append(line) }
     }
 
+    func append(_ entry: CapturedEntry) {
+        structured.withLock { $0.append(entry) }
+    }
+
     var all: [String] {
         lines.withLock { $0 }
+    }
+
+    /// The logged lines with their metadata, in the order they were logged.
+    var entries: [CapturedEntry] {
+        structured.withLock { $0 }
     }
 }
 
@@ -84,6 +145,7 @@ struct CapturingLogHandler: LogHandler {
         let rendered = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let error = event.error.map { " error=\(String(reflecting: $0))" } ?? ""
         lines.append("\(event.level) \(event.source) \(event.message) [\(rendered)]\(error)")
+        lines.append(CapturedEntry(message: "\(event.message)", metadata: all.mapValues { "\($0)" }))
     }
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {

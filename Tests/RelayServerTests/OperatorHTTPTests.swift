@@ -31,6 +31,25 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func readyzWantsPoolsBuiltAfterStartUpToo() async throws {
+            try await RelayHarness.with { relay in
+                // Nothing warmed at start: circl's pool is built by its first send.
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                _ = try await client.send(circlMessage(to: ["ada"]))
+                await client.close()
+                let service = relay.service
+                try await withOperatorServer(readiness: { await service.notReadyReason() }) { port, group in
+                    let ready = try await httpGet(port: port, path: "/readyz", group: group)
+                    #expect(ready.status == 200)
+                    await relay.pools.shutdown(gracePeriod: .zero)
+                    let notReady = try await httpGet(port: port, path: "/readyz", group: group)
+                    #expect(notReady.status == 503)
+                    #expect(notReady.body.contains("APNs pool circl (production) is not built"))
+                }
+            }
+        }
+
         @Test func metricsExposeSwiftMetricsThroughTheRegistry() async throws {
             let registry = PrometheusCollectorRegistry()
             let factory = PrometheusMetricsFactory(registry: registry)

@@ -170,6 +170,22 @@ struct RateLimiterTests {
         #expect(pacer.reserve(tenant: "circl", rate: 100, count: 1).wait == .zero)
     }
 
+    @Test("pacer with three live relays: each paces its third of the tenant's rate, rounded down")
+    func pacerShare() {
+        let clock = ManualLimiterClock()
+        let share = RelayShare()
+        let pacer = TenantPacer(burstWindow: .milliseconds(50), share: share, clock: clock)
+        // One relay: 1,000 sends at 1,000/s with a burst of 50 owe 950 ms.
+        #expect(pacer.reserve(tenant: "circl", rate: 1_000, count: 1_000).wait == .milliseconds(950))
+        share.update(liveRelays: 3)
+        #expect(share.part(of: 1_000) == 333)
+        #expect(share.part(of: 2) == 1)
+        // Three: 333/s with a burst of 16, so 1,000 sends owe 984 intervals of 1/333 s.
+        #expect(pacer.reserve(tenant: "argus", rate: 1_000, count: 1_000).wait == .seconds(1) / 333 * 984)
+        share.update(liveRelays: 0)
+        #expect(share.liveRelays == 1)
+    }
+
     @Test("pacer on the real clock: 2,000 sends at 1,000/s from 8 tasks take at least 1.5 s")
     func pacerRealTime() async {
         let clock = CountingLimiterClock()

@@ -41,11 +41,13 @@ struct RelayHarness: Sendable {
     let masterKey: MasterKey
 
     /// Runs `body` with a fresh relay, then shuts everything down. `logger` is given to the store, the
-    /// pools, the service and the server (the embedded PostgreSQL and the simulator stay quiet).
+    /// pools, the service and the server (the embedded PostgreSQL and the simulator stay quiet). Without
+    /// `fanOut`, accepted jobs stay unplanned.
     static func with(
         configure: (inout RelayServerConfiguration) -> Void = { _ in },
         simulatorKeys: [APNsSigningKey] = [],
         requestsPerSecond: Double = 1_000,
+        fanOut: Bool = true,
         logger: Logger = quietLogger,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
@@ -63,7 +65,7 @@ struct RelayHarness: Sendable {
                 try await store.migrate()
                 try await run(
                     store: store, folder: folder, configuration: serverConfiguration, simulatorKeys: simulatorKeys,
-                    requestsPerSecond: requestsPerSecond, logger: logger, body
+                    requestsPerSecond: requestsPerSecond, fanOut: fanOut, logger: logger, body
                 )
             }
             try await postgres.stop()
@@ -79,6 +81,7 @@ struct RelayHarness: Sendable {
         configuration: RelayServerConfiguration,
         simulatorKeys: [APNsSigningKey],
         requestsPerSecond: Double,
+        fanOut runsFanOut: Bool,
         logger: Logger,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
@@ -116,7 +119,9 @@ struct RelayHarness: Sendable {
         let server = try await RelayServer.start(
             configuration: configuration, service: service, group: group, logger: logger
         )
-        let fanOut = Task { await service.runFanOut() }
+        let fanOut = Task {
+            if runsFanOut { await service.runFanOut() }
+        }
         let harness = RelayHarness(
             store: store, simulator: simulator, server: server, service: service, pools: pools, group: group,
             credentials: credentials, masterKey: masterKey

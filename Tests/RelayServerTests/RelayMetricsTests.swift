@@ -1,6 +1,7 @@
 import APNs
 import Foundation
 import Metrics
+import NIOCore
 import Prometheus
 import PushRelayClient
 import PushRelayProtocol
@@ -52,5 +53,73 @@ extension RelayServerSuites {
             #expect(text.contains("pushrelay_scheduled_job_lag_seconds 0.0"))
             #expect(text.contains(#"pushrelay_pool_connections{tenant="circl",environment="production"} 1.0"#))
         }
+
+        @Test func framesRefusedBeforeTheServiceAreCounted() async throws {
+            let registry = testMetricsRegistry
+            try await RelayHarness.with { relay in
+                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                try await connection.send(kind: .listDevices, requestID: 5, message: Pushrelay_V1_ListDevices())
+                #expect(await connection.nextError() == .helloRequired)
+                _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                try await connection.send(frameHeader(length: 0, kind: 0x0777, requestID: 6))
+                #expect(await connection.nextError() == .unknownKind)
+                try await connection.send(
+                    frameHeader(length: 4, flags: 0x01, kind: 0x0020, requestID: 7) + [1, 2, 3, 4])
+                #expect(await connection.nextError() == .badCompression)
+                try await connection.send(kind: .ping, requestID: 0, message: Pushrelay_V1_Ping())
+                #expect(await connection.nextError() == .invalidArgument)
+                #expect(try await connection.pingWorks())
+                try await connection.send(frameHeader(length: 50_000_000, kind: 0x0020, requestID: 8))
+                #expect(await connection.nextError() == .frameTooLarge)
+                #expect(await connection.isClosedByRelay())
+                await connection.close()
+            }
+            let text = registry.emitToString()
+            for line in [
+                #"pushrelay_requests_total{method="list_devices",outcome="HELLO_REQUIRED"}"#,
+                #"pushrelay_requests_total{method="unknown",outcome="UNKNOWN_KIND"}"#,
+                #"pushrelay_requests_total{method="send",outcome="BAD_COMPRESSION"}"#,
+                #"pushrelay_requests_total{method="ping",outcome="INVALID_ARGUMENT"}"#,
+                #"pushrelay_requests_total{method="ping",outcome="ok"}"#,
+                #"pushrelay_requests_total{method="unknown",outcome="FRAME_TOO_LARGE"}"#,
+            ] {
+                #expect(text.contains(line), "missing \(line)")
+            }
+        }
+
+        @Test func scheduledLagCountsDueJobsNotPlannedYet() async throws {
+            let registry = testMetricsRegistry
+            // No fan-out worker: the accepted job stays unplanned, as when every planner is busy or down.
+            try await RelayHarness.with(fanOut: false) { relay in
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                // Due an hour ago, and nobody has planned it.
+                var send = circlMessage(to: ["ada"], wait: false)
+                send.sendAtMs = Int64(Date().timeIntervalSince1970 * 1_000) - 3_600_000
+                _ = try await client.send(send)
+                await client.close()
+                await relay.service.recordMetrics()
+            }
+            let lag = try #require(gaugeValue(RelayMetricsTests.lagLabel, in: registry.emitToString()))
+            #expect(lag >= 3_600)
+            #expect(lag < 7_200)
+        }
+
+        static let lagLabel = "pushrelay_scheduled_job_lag_seconds"
     }
+}
+
+/// The value of an unlabelled gauge in a Prometheus text exposition.
+private func gaugeValue(_ name: String, in text: String) -> Double? {
+    text.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.dropFirst(name.count + 1)) }
+}
+
+/// A frame header with any fields, valid or not.
+func frameHeader(length: UInt32, version: UInt8 = 1, flags: UInt8 = 0, kind: UInt16, requestID: UInt32) -> [UInt8] {
+    var buffer = ByteBuffer()
+    FrameHeader(
+        length: length, version: version, flags: FrameFlags(rawValue: flags), kind: FrameKind(rawValue: kind),
+        requestID: requestID
+    ).write(to: &buffer)
+    return Array(buffer.readableBytesView)
 }

@@ -3,6 +3,7 @@ import NIOCore
 import PushRelayClient
 import PushRelayProtocol
 import RelayServer
+import ServiceLifecycle
 import Testing
 
 extension RelayServerSuites {
@@ -31,6 +32,48 @@ extension RelayServerSuites {
                 // The listener is closed: a new connection is refused.
                 let late = relay.client("circl")
                 #expect(await errorCode { try await late.ping() } != nil)
+                await watcher.close()
+            }
+        }
+
+        @Test func aServiceGroupsGracefulShutdownStopsTheListenerBeforeTheFanOut() async throws {
+            try await RelayHarness.with(fanOut: false) { relay in
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
+                let watcher = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                _ = try #require(await watcher.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                let order = CapturedLines()
+                let service = relay.service
+                let server = relay.server
+                // As `serve` lists them: the fan-out before the listener, so the listener stops first and the
+                // fan-out still finishes the send in flight.
+                let group = ServiceGroup(
+                    services: [
+                        RelayPart(
+                            "fan-out worker", work: { await service.runFanOut() }, stop: { order.append("fan-out") }
+                        ),
+                        RelayPart(
+                            "relay listener",
+                            stop: {
+                                await server.shutdown()
+                                order.append("listener")
+                            }
+                        ),
+                    ],
+                    logger: quietLogger
+                )
+                let running = Task { try await group.run() }
+                relay.simulator.updateFaults { $0.latency = .milliseconds(600) }
+                let send = Task { try await client.send(circlMessage(to: ["ada"])) }
+                try await Task.sleep(for: .milliseconds(200))
+                await group.triggerGracefulShutdown()
+
+                let goodbye = try #require(await watcher.next())
+                #expect(goodbye.kind == .goodbye)
+                #expect(try await send.value.job.delivered == 1)
+                try await running.value
+                #expect(order.all == ["listener", "fan-out"])
+                #expect(relay.server.connectionCount == 0)
                 await watcher.close()
             }
         }

@@ -1,0 +1,234 @@
+import Foundation
+import Logging
+import Yams
+
+/// Every setting of `pushrelay serve`. Each comes from, in this order of precedence: its command-line flag,
+/// its environment variable (`PUSHRELAY_` and the file key in capitals), the configuration file
+/// (`--config FILE` or `PUSHRELAY_CONFIG`, YAML, one `key: value` per setting), or its default.
+public struct ServeSettings: Sendable, Equatable {
+    /// Where backends connect (`host:port`; port 0 picks a free one).
+    public var listen = "127.0.0.1:7411"
+    /// The PostgreSQL to use; `nil` for the embedded cluster in ``dataDir``.
+    public var databaseURL: String?
+    /// The embedded cluster's folder when no database URL is given.
+    public var dataDir = ".pushrelay/pg"
+    /// The folder of tenant files applied at start; empty applies none.
+    public var tenants = "Tenants"
+    /// The file holding the master key (else `PUSHRELAY_MASTER_KEY`).
+    public var masterKeyFile: String?
+    /// Whether to send to an in-process APNs simulator instead of Apple.
+    public var apnsSimulator = false
+    /// The in-process simulator's CA folder.
+    public var simDir = ".pushrelay/apns-sim"
+    /// Another APNs endpoint (`host:port`) instead of Apple's.
+    public var apnsEndpoint: String?
+    /// The CA file to trust for ``apnsEndpoint``.
+    public var apnsCA: String?
+    /// HTTP/2 connections per APNs pool.
+    public var connectionsPerPool = 2
+    /// The listener's TLS certificate chain (PEM).
+    public var tlsCert: String?
+    /// The listener's TLS private key (PEM).
+    public var tlsKey: String?
+    /// The CA whose client certificates the listener requires.
+    public var tlsClientCA: String?
+    /// The largest frame body accepted, in bytes.
+    public var maxFrameBytes = 1_048_576
+    /// The largest body after zstd decompression, in bytes.
+    public var maxDecompressedBytes = 4_194_304
+    /// Requests in flight per connection before the relay stops reading it.
+    public var maxInFlight = 128
+    /// User ids plus tokens per send.
+    public var maxRecipients = 10_000
+    /// Seconds without a client frame before GOODBYE and close; 0 never.
+    public var idleTimeout = 300
+    /// Each credential's request limit per second.
+    public var requestsPerSecond = 1_000.0
+    /// Each credential's burst above that rate.
+    public var requestBurst = 2_000
+    /// Days of delivery rows kept.
+    public var retentionDays = 30
+    /// The operator HTTP port (`host:port`); empty turns it off.
+    public var metricsListen = "127.0.0.1:9411"
+    /// A file written with `host:port` once the relay accepts connections.
+    public var readyFile: String?
+    /// The swift-log level.
+    public var logLevel = "info"
+
+    /// The defaults.
+    public init() {}
+
+    /// The environment variable naming the configuration file when `--config` is not given.
+    public static let configEnvironmentVariable = "PUSHRELAY_CONFIG"
+
+    /// Every setting: its file key, command-line flag and environment variable.
+    public static var all: [ServeSetting] {
+        [
+            ServeSetting("listen", .string(\.listen)),
+            ServeSetting("database_url", .optionalString(\.databaseURL)),
+            ServeSetting("data_dir", .string(\.dataDir)),
+            ServeSetting("tenants", .string(\.tenants)),
+            ServeSetting("master_key_file", .optionalString(\.masterKeyFile)),
+            ServeSetting("apns_simulator", .bool(\.apnsSimulator)),
+            ServeSetting("sim_dir", .string(\.simDir)),
+            ServeSetting("apns_endpoint", .optionalString(\.apnsEndpoint)),
+            ServeSetting("apns_ca", .optionalString(\.apnsCA)),
+            ServeSetting("connections_per_pool", .int(\.connectionsPerPool)),
+            ServeSetting("tls_cert", .optionalString(\.tlsCert)),
+            ServeSetting("tls_key", .optionalString(\.tlsKey)),
+            ServeSetting("tls_client_ca", .optionalString(\.tlsClientCA)),
+            ServeSetting("max_frame_bytes", .int(\.maxFrameBytes)),
+            ServeSetting("max_decompressed_bytes", .int(\.maxDecompressedBytes)),
+            ServeSetting("max_in_flight", .int(\.maxInFlight)),
+            ServeSetting("max_recipients", .int(\.maxRecipients)),
+            ServeSetting("idle_timeout", .int(\.idleTimeout)),
+            ServeSetting("requests_per_second", .double(\.requestsPerSecond)),
+            ServeSetting("request_burst", .int(\.requestBurst)),
+            ServeSetting("retention_days", .int(\.retentionDays)),
+            ServeSetting("metrics_listen", .string(\.metricsListen)),
+            ServeSetting("ready_file", .optionalString(\.readyFile)),
+            ServeSetting("log_level", .logLevel(\.logLevel)),
+        ]
+    }
+
+    /// The settings from `commandLine` (file key to the flag's value, for the flags given), then
+    /// `environment`, then the configuration file (`configFile`, else the one `PUSHRELAY_CONFIG` names),
+    /// then the defaults.
+    ///
+    /// - Throws: ``ServeSettingsError`` for an unreadable or malformed file, a key it does not know, or a
+    ///   value that is not of its setting's type, naming where the value came from.
+    public static func resolve(
+        commandLine: [String: String],
+        environment: [String: String],
+        configFile: String?
+    ) throws(ServeSettingsError) -> ServeSettings {
+        let path = configFile ?? environment[configEnvironmentVariable].flatMap { $0.isEmpty ? nil : $0 }
+        var fileValues: [String: String] = [:]
+        if let path {
+            let text: String
+            do {
+                text = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw ServeSettingsError("\(path): cannot be read (\(error.localizedDescription))")
+            }
+            fileValues = try values(yaml: text, source: path)
+        }
+        var settings = ServeSettings()
+        for setting in all {
+            if let value = commandLine[setting.key] {
+                try setting.apply(value, to: &settings, source: setting.flag)
+            } else if let value = environment[setting.environmentVariable] {
+                try setting.apply(value, to: &settings, source: setting.environmentVariable)
+            } else if let value = fileValues[setting.key] {
+                try setting.apply(value, to: &settings, source: "\(path ?? ""): \(setting.key)")
+            }
+        }
+        return settings
+    }
+
+    /// The `key: value` pairs of a configuration file, as text; a null value is left out.
+    static func values(yaml: String, source: String) throws(ServeSettingsError) -> [String: String] {
+        let node: Node?
+        do {
+            node = try Yams.compose(yaml: yaml)
+        } catch {
+            throw ServeSettingsError("\(source): not valid YAML (\(error))")
+        }
+        guard let node else { return [:] }
+        guard let mapping = node.mapping else {
+            throw ServeSettingsError("\(source): the file must be a mapping of setting names to values")
+        }
+        let known = Set(all.map(\.key))
+        var values: [String: String] = [:]
+        for (keyNode, valueNode) in mapping {
+            let line = keyNode.mark.map { ":\($0.line)" } ?? ""
+            guard let key = keyNode.string, known.contains(key) else {
+                throw ServeSettingsError(
+                    "\(source)\(line): unknown key '\(keyNode.string ?? "\(keyNode)")'; the keys are "
+                        + all.map(\.key).joined(separator: ", ")
+                )
+            }
+            guard let scalar = valueNode.scalar else {
+                throw ServeSettingsError("\(source)\(line): \(key) must be a single value")
+            }
+            if valueNode.tag.rawValue == Tag.Name.null.rawValue { continue }
+            values[key] = scalar.string
+        }
+        return values
+    }
+}
+
+/// One setting of `pushrelay serve`: its names in the file, on the command line and in the environment.
+public struct ServeSetting {
+    /// How a value's text becomes the setting's value.
+    enum Kind {
+        case string(WritableKeyPath<ServeSettings, String>)
+        case optionalString(WritableKeyPath<ServeSettings, String?>)
+        case int(WritableKeyPath<ServeSettings, Int>)
+        case double(WritableKeyPath<ServeSettings, Double>)
+        case bool(WritableKeyPath<ServeSettings, Bool>)
+        case logLevel(WritableKeyPath<ServeSettings, String>)
+    }
+
+    /// The key in the configuration file (`max_in_flight`).
+    public let key: String
+    let kind: Kind
+
+    init(_ key: String, _ kind: Kind) {
+        self.key = key
+        self.kind = kind
+    }
+
+    /// The command-line flag (`--max-in-flight`).
+    public var flag: String {
+        "--" + key.replacingOccurrences(of: "_", with: "-")
+    }
+
+    /// The environment variable (`PUSHRELAY_MAX_IN_FLIGHT`).
+    public var environmentVariable: String {
+        "PUSHRELAY_" + key.uppercased()
+    }
+
+    /// Sets the setting in `settings` from `text`, which came from `source`.
+    func apply(_ text: String, to settings: inout ServeSettings, source: String) throws(ServeSettingsError) {
+        switch kind {
+        case .string(let path):
+            settings[keyPath: path] = text
+        case .optionalString(let path):
+            settings[keyPath: path] = text.isEmpty ? nil : text
+        case .int(let path):
+            guard let value = Int(text.replacingOccurrences(of: "_", with: "")), value >= 0 else {
+                throw ServeSettingsError("\(source): '\(text)' is not a whole number of at least 0")
+            }
+            settings[keyPath: path] = value
+        case .double(let path):
+            guard let value = Double(text), value > 0, value.isFinite else {
+                throw ServeSettingsError("\(source): '\(text)' is not a number above 0")
+            }
+            settings[keyPath: path] = value
+        case .bool(let path):
+            switch text.lowercased() {
+            case "true", "yes", "on", "1": settings[keyPath: path] = true
+            case "false", "no", "off", "0": settings[keyPath: path] = false
+            default: throw ServeSettingsError("\(source): '\(text)' is not true or false")
+            }
+        case .logLevel(let path):
+            guard Logger.Level(rawValue: text) != nil else {
+                throw ServeSettingsError(
+                    "\(source): '\(text)' is not a log level (\(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
+            }
+            settings[keyPath: path] = text
+        }
+    }
+}
+
+/// A configuration that cannot be used, saying which file, key, flag or variable is wrong.
+public struct ServeSettingsError: Error, CustomStringConvertible, Equatable {
+    /// What is wrong.
+    public let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

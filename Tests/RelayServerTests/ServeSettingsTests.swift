@@ -1,0 +1,145 @@
+import Foundation
+import RelayServer
+import Testing
+
+/// `pushrelay serve`'s settings: flag over environment over file over default, unknown file keys and bad
+/// values refused with where they came from, and every setting documented and in the example file.
+@Suite struct ServeSettingsTests {
+    /// The repository's root folder.
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    @Test func aFlagWinsOverTheEnvironmentWhichWinsOverTheFileWhichWinsOverTheDefault() throws {
+        let file = try temporaryFile(
+            """
+            listen: 0.0.0.0:7500
+            max_in_flight: 64
+            log_level: debug
+            apns_simulator: true
+            requests_per_second: 250.5
+            metrics_listen: ""
+            tls_cert: ~
+            """
+        )
+        let settings = try ServeSettings.resolve(
+            commandLine: ["log_level": "warning"],
+            environment: ["PUSHRELAY_MAX_IN_FLIGHT": "32", "PUSHRELAY_LOG_LEVEL": "error", "HOME": "/root"],
+            configFile: file
+        )
+        var expected = ServeSettings()
+        expected.listen = "0.0.0.0:7500"  // file
+        expected.maxInFlight = 32  // environment over file
+        expected.logLevel = "warning"  // flag over environment and file
+        expected.apnsSimulator = true
+        expected.requestsPerSecond = 250.5
+        expected.metricsListen = ""
+        #expect(settings == expected)
+        #expect(settings.retentionDays == 30)  // default
+    }
+
+    @Test func theFileCanBeNamedByTheEnvironment() throws {
+        let file = try temporaryFile("retention_days: 7\n")
+        let settings = try ServeSettings.resolve(
+            commandLine: [:], environment: ["PUSHRELAY_CONFIG": file], configFile: nil
+        )
+        #expect(settings.retentionDays == 7)
+        let flagFile = try temporaryFile("retention_days: 9\n")
+        let fromFlag = try ServeSettings.resolve(
+            commandLine: [:], environment: ["PUSHRELAY_CONFIG": file], configFile: flagFile
+        )
+        #expect(fromFlag.retentionDays == 9)
+    }
+
+    @Test func noFileNoEnvironmentGivesTheDefaults() throws {
+        #expect(try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: nil) == ServeSettings())
+    }
+
+    @Test func anUnknownKeyInTheFileIsAnErrorNamingFileLineAndKey() throws {
+        let file = try temporaryFile("listen: 127.0.0.1:7411\nmax_inflight: 3\n")
+        let error = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: file)
+        }
+        #expect(error?.description.hasPrefix("\(file):2: unknown key 'max_inflight'; the keys are listen,") == true)
+    }
+
+    @Test func badValuesNameWhereTheyCameFrom() throws {
+        let file = try temporaryFile("idle_timeout: soon\n")
+        let fromFile = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: file)
+        }
+        #expect(fromFile?.description == "\(file): idle_timeout: 'soon' is not a whole number of at least 0")
+        let fromEnvironment = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(
+                commandLine: [:], environment: ["PUSHRELAY_APNS_SIMULATOR": "maybe"], configFile: nil
+            )
+        }
+        #expect(fromEnvironment?.description == "PUSHRELAY_APNS_SIMULATOR: 'maybe' is not true or false")
+        let fromFlag = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(commandLine: ["log_level": "loud"], environment: [:], configFile: nil)
+        }
+        #expect(fromFlag?.description.hasPrefix("--log-level: 'loud' is not a log level") == true)
+        let nested = try temporaryFile("tenants:\n  - circl\n")
+        let notScalar = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: nested)
+        }
+        #expect(notScalar?.description == "\(nested):1: tenants must be a single value")
+        let missing = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: "/nonexistent/relay.yaml")
+        }
+        #expect(missing?.description.hasPrefix("/nonexistent/relay.yaml: cannot be read") == true)
+    }
+
+    @Test func everySettingHasAllItsNamesAndEveryPropertyIsASetting() {
+        let keys = ServeSettings.all.map(\.key)
+        #expect(Set(keys).count == keys.count)
+        let properties = Mirror(reflecting: ServeSettings()).children.compactMap(\.label).map(snakeCase)
+        #expect(Set(properties) == Set(keys))
+        let maxInFlight = ServeSettings.all.first { $0.key == "max_in_flight" }
+        #expect(maxInFlight?.flag == "--max-in-flight")
+        #expect(maxInFlight?.environmentVariable == "PUSHRELAY_MAX_IN_FLIGHT")
+    }
+
+    @Test func theReadmeTableListsEverySetting() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let rows = readme.split(separator: "\n").filter { $0.hasPrefix("| `--") }
+        for setting in ServeSettings.all {
+            let row = rows.first { $0.hasPrefix("| `\(setting.flag)") }
+            #expect(row?.contains("`\(setting.environmentVariable)`") == true, "README: no row for \(setting.flag)")
+            #expect(row?.contains("`\(setting.key)`") == true, "README: \(setting.flag)'s row lacks its file key")
+        }
+    }
+
+    @Test func theExampleFileHoldsEverySettingAndResolves() throws {
+        let path = Self.root.appendingPathComponent("Ops/pushrelay.yaml").path
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        for setting in ServeSettings.all {
+            #expect(text.contains("\(setting.key):"), "Ops/pushrelay.yaml does not mention \(setting.key)")
+        }
+        _ = try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: path)
+    }
+}
+
+/// `camelCase` as `snake_case`, with the capitalised abbreviations of the settings (`URL`, `CA`).
+private func snakeCase(_ name: String) -> String {
+    var result = ""
+    var previousUpper = false
+    for character in name {
+        if character.isUppercase {
+            if !previousUpper { result.append("_") }
+            result.append(contentsOf: character.lowercased())
+            previousUpper = true
+        } else {
+            result.append(character)
+            previousUpper = false
+        }
+    }
+    return result
+}
+
+/// A new file in the temporary folder holding `text`; its path.
+private func temporaryFile(_ text: String) throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("serve-settings-\(UUID().uuidString).yaml")
+        .path
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
