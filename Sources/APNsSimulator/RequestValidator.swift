@@ -2,6 +2,7 @@ import APNs
 import Foundation
 import NIOCore
 import NIOHPACK
+import Synchronization
 
 /// The headers of a request that APNs looks at, gathered in one pass.
 struct RequestHead {
@@ -91,6 +92,8 @@ struct RequestValidator: Sendable {
     let topics: Set<String>
     /// Parse payloads with `JSONSerialization` rather than only looking at their first and last bytes.
     let strictJSON: Bool
+    /// Payloads already parsed and found to be JSON objects: a fan-out sends one payload many times.
+    let validPayloads = PayloadMemory()
 
     private static let pathPrefix = "/3/device/"
 
@@ -224,6 +227,30 @@ struct RequestValidator: Sendable {
             first == UInt8(ascii: "{"), last == UInt8(ascii: "}")
         else { return false }
         guard strictJSON else { return true }
-        return (try? APNsNotification.validateJSONPayload(Array(view))) != nil
+        if validPayloads.contains(bytes) { return true }
+        guard (try? APNsNotification.validateJSONPayload(Array(view))) != nil else { return false }
+        validPayloads.insert(bytes)
+        return true
+    }
+}
+
+/// The last few payloads found valid, by content: the same bytes get the same verdict without being parsed
+/// again.
+final class PayloadMemory: Sendable {
+    private let payloads = Mutex<Set<ByteBuffer>>([])
+    /// Payloads remembered before the memory starts again.
+    static let capacity = 64
+
+    /// Whether `payload` was found valid before.
+    func contains(_ payload: ByteBuffer) -> Bool {
+        payloads.withLock { $0.contains(payload) }
+    }
+
+    /// Remembers `payload` as valid.
+    func insert(_ payload: ByteBuffer) {
+        payloads.withLock { payloads in
+            if payloads.count >= Self.capacity { payloads.removeAll(keepingCapacity: true) }
+            payloads.insert(payload)
+        }
     }
 }

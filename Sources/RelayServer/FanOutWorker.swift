@@ -22,11 +22,11 @@ import Synchronization
 /// the devices already recorded and sends the others again.
 public final class FanOutWorker: Sendable {
     /// Devices per page.
-    static let pageSize = 500
+    static let pageSize = 1_000
     /// Sends of one page in flight at once.
     static let concurrency = 256
     /// Answers recorded per statement while a page is sent.
-    static let recordBatch = 128
+    static let recordBatch = 250
     /// Pages one process sends at once.
     static let pageLoops = 8
     /// How long a page or a planning lease lasts without renewal.

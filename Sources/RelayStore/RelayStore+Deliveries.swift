@@ -2,6 +2,7 @@ public import APNs
 public import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// The outcome class of one delivery attempt, as stored in `deliveries.outcome`.
 public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
@@ -118,6 +119,7 @@ extension RelayStore {
         batchSize: Int = 5_000
     ) async throws(RelayStoreError) -> DeliveryWriteReport {
         guard batchSize > 0 else { throw .invalidDeliveries(reason: "the batch size must be positive") }
+        try await checkTenants(of: records)
         var report = DeliveryWriteReport()
         var start = records.startIndex
         while start < records.endIndex {
@@ -272,6 +274,25 @@ extension RelayStore {
         latency_ms::int8
         """
 
+    /// Refuses records of a tenant that does not exist (the table has no foreign key: checking it per row
+    /// cost more than the insert). A tenant found once is not looked up again.
+    private func checkTenants(of records: [DeliveryRecord]) async throws(RelayStoreError) {
+        let unchecked = Set(records.map(\.tenantID)).filter { !knownTenants.contains($0) }
+        guard !unchecked.isEmpty else { return }
+        var found: Set<String> = []
+        do {
+            for try await id in try await client.query(
+                "SELECT id FROM tenants WHERE id = ANY(\(Array(unchecked))::text[])", logger: logger
+            ).decode(String.self) {
+                found.insert(id)
+            }
+        } catch {
+            throw relayStoreFailure(error)
+        }
+        knownTenants.insert(found)
+        if let missing = unchecked.subtracting(found).sorted().first { throw .unknownTenant(missing) }
+    }
+
     private func insert(_ batch: DeliveryColumnsBatch) async throws {
         try await client.query(
             """
@@ -375,4 +396,15 @@ private struct DeliveryColumnsBatch {
             notificationType.append(record.notificationType ?? "")
         }
     }
+}
+
+/// Tenant ids known to exist, shared by the copies of one ``RelayStore``.
+final class KnownTenants: Sendable {
+    private let ids = Mutex<Set<String>>([])
+
+    /// Whether `id` was found before.
+    func contains(_ id: String) -> Bool { ids.withLock { $0.contains(id) } }
+
+    /// Remembers `found`.
+    func insert(_ found: Set<String>) { ids.withLock { $0.formUnion(found) } }
 }

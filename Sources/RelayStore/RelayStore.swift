@@ -14,6 +14,8 @@ public struct RelayStore: Sendable {
     /// The migrations this store applies, in order.
     public let migrations: [Migration]
     let logger: Logger
+    /// Tenant ids seen in the tenants table: tenants are never deleted, so delivery writes check each once.
+    let knownTenants = KnownTenants()
 
     /// Creates a store; it connects lazily, once ``run()`` runs.
     ///
