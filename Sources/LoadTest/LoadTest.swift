@@ -346,45 +346,29 @@ private final class LoadTestRun: Sendable {
                 }
             )
         }
+        // One send at a time, the tenants' connections in turn: each starts when APNs has answered the one
+        // before (its receipt came), or after 10 s without a receipt (it was not delivered).
         let total = options.singles
-        let done = Counter()
         let started = ContinuousClock.now
-        let perTenant = (total + tenants.count - 1) / tenants.count
-        let sends = try await withThrowingTaskGroup(
-            of: [(tenant: String, id: String, sent: ContinuousClock.Instant, ack: Double)].self
-        ) { group in
-            for (index, tenant) in tenants.enumerated() {
-                let count = max(0, min(perTenant, total - index * perTenant))
-                let client = clients[tenant.id]!
-                group.addTask {
-                    var sends: [(tenant: String, id: String, sent: ContinuousClock.Instant, ack: Double)] = []
-                    for user in 0..<count {
-                        var send = Self.send(tenant: tenant, body: "single \(user)")
-                        send.userIds = [RunTenant.user(user)]
-                        let sent = ContinuousClock.now
-                        let answer = try await client.send(send)
-                        sends.append((tenant.id, answer.jobID, sent, (ContinuousClock.now - sent).seconds * 1000))
-                        // One send at a time per connection: the next one starts when APNs has answered this one
-                        // (or after 10 s without a receipt: it was not delivered).
-                        let deadline = ContinuousClock.now + .seconds(10)
-                        while receipts.withLock({ $0[answer.jobID] == nil }), ContinuousClock.now < deadline {
-                            try await Task.sleep(for: .microseconds(200))
-                        }
-                        let finished = done.increment()
-                        if finished % 100 == 0 {
-                            let elapsed = (ContinuousClock.now - started).seconds
-                            self.progress.update(
-                                phase: "single sends", done: finished, total: total, rate: Double(finished) / elapsed,
-                                elapsed: elapsed
-                            )
-                        }
-                    }
-                    return sends
-                }
+        var sends: [(tenant: String, id: String, sent: ContinuousClock.Instant, ack: Double)] = []
+        for number in 0..<total {
+            let tenant = tenants[number % tenants.count]
+            var send = Self.send(tenant: tenant, body: "single \(number)")
+            send.userIds = [RunTenant.user(number / tenants.count)]
+            let sent = ContinuousClock.now
+            let answer = try await clients[tenant.id]!.send(send)
+            sends.append((tenant.id, answer.jobID, sent, (ContinuousClock.now - sent).seconds * 1000))
+            let deadline = ContinuousClock.now + .seconds(10)
+            while receipts.withLock({ $0[answer.jobID] == nil }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .microseconds(200))
             }
-            var all: [(tenant: String, id: String, sent: ContinuousClock.Instant, ack: Double)] = []
-            for try await part in group { all += part }
-            return all
+            if (number + 1) % 100 == 0 {
+                let elapsed = (ContinuousClock.now - started).seconds
+                progress.update(
+                    phase: "single sends", done: number + 1, total: total, rate: Double(number + 1) / elapsed,
+                    elapsed: elapsed
+                )
+            }
         }
         for listener in listeners { await listener.close() }
         for reader in readers { reader.cancel() }

@@ -2,7 +2,7 @@
 public struct LoadTestOptions: Sendable {
     /// Fan-out sizes in devices, each sent by its own tenant (at most four, one per tenant).
     public var fanOutSizes = [10_000, 100_000, 1_000_000]
-    /// Single sends (one user each), spread over the tenants.
+    /// Single sends (one user each), one at a time, the tenants in turn.
     public var singles = 2_000
     /// Group sends, spread over the tenants.
     public var groups = 400

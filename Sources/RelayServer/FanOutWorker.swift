@@ -10,7 +10,7 @@ import Synchronization
 /// Does the fan-out of accepted jobs, sharing the work with the workers of every other relay process on
 /// the same database through leases (`FOR UPDATE SKIP LOCKED`):
 ///
-/// - the planner leases one due job at a time, resolves its audience in pages of ``pageSize`` devices
+/// - planners lease one due job at a time each, resolves its audience in pages of ``pageSize`` devices
 ///   (never the whole audience in memory) and writes them as `job_pages`, each with its due time
 ///   (per time zone for local-time sends);
 /// - page loops lease due pages (or pages whose lease ran out: their process died), apply the tenant's
@@ -29,6 +29,8 @@ public final class FanOutWorker: Sendable {
     static let recordBatch = 250
     /// Pages one process sends at once.
     static let pageLoops = 8
+    /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
+    static let planLoops = 4
     /// How long a page or a planning lease lasts without renewal.
     static let lease: Duration = .seconds(30)
     /// How often an idle loop looks for work when nothing wakes it.
@@ -72,7 +74,9 @@ public final class FanOutWorker: Sendable {
     /// Runs the planner and the page loops until the task is cancelled; pages being sent finish first.
     public func run() async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.planLoop() }
+            for _ in 0..<Self.planLoops {
+                group.addTask { await self.planLoop() }
+            }
             for _ in 0..<Self.pageLoops {
                 group.addTask { await self.pageLoop() }
             }
@@ -162,10 +166,17 @@ public final class FanOutWorker: Sendable {
         }
         defer { renewal.cancel() }
         do {
-            guard let job = try await store.job(tenant: page.tenantID, id: page.jobID) else { return }
-            let (plan, tenant) = try await sendPlan(for: job)
+            // The plan of a job planned in this process is at hand; others are rebuilt from the stored job.
+            let plan: SendPlan
+            let tenant: TenantConfiguration
+            if let cached = plans.withLock({ $0[page.jobID] }) {
+                (plan, tenant) = cached
+            } else {
+                guard let job = try await store.job(tenant: page.tenantID, id: page.jobID) else { return }
+                (plan, tenant) = try await sendPlan(for: job)
+            }
             var sender = PageSender(
-                page: page, job: job, plan: plan, tenant: tenant, store: store, pools: pools, results: results,
+                page: page, plan: plan, tenant: tenant, store: store, pools: pools, results: results,
                 pacer: pacer, lost: { lost.load(ordering: .relaxed) }
             )
             let counts = try await sender.run()
@@ -238,7 +249,7 @@ private struct PagePlanner {
                 if devices.count < FanOutWorker.pageSize { break }
             }
         }
-        // Page 0 sums up the recipients without a device; their rows say so.
+        // Page 0 sums up the recipients without a device (when there are some); their rows say so.
         let rows = withoutDevice.map {
             DeliveryRecord(
                 tenantID: job.tenantID, jobID: job.id, userID: $0, token: "", outcome: .skipped,
@@ -251,10 +262,12 @@ private struct PagePlanner {
             RelayMetrics.writeBatch(rows.count)
             RelayMetrics.notifications(rows)
         }
-        try await store.addJobPage(
-            jobID: job.id, tenant: job.tenantID, page: 0, dueAt: now, tokens: [], users: [],
-            skipped: withoutDevice.count, done: true
-        )
+        if !withoutDevice.isEmpty {
+            try await store.addJobPage(
+                jobID: job.id, tenant: job.tenantID, page: 0, dueAt: now, tokens: [], users: [],
+                skipped: withoutDevice.count, done: true
+            )
+        }
         pagesWritten = nextPage
     }
 }
@@ -263,7 +276,6 @@ private struct PagePlanner {
 /// answers in batches as they come.
 private struct PageSender {
     let page: JobPage
-    let job: JobRecord
     let plan: SendPlan
     let tenant: TenantConfiguration
     let store: RelayStore
@@ -276,13 +288,12 @@ private struct PageSender {
     mutating func run() async throws -> JobPageCounts {
         let now = Date()
         var counts = JobPageCounts()
-        let devices = try await store.deviceTargets(tenant: page.tenantID, storedTokens: page.tokens)
-        let byToken = Dictionary(devices.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
-        var recorded: [String: DeliveryOutcome] = [:]
-        if page.claims > 1 {
-            recorded = try await store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens)
-            for outcome in recorded.values { count(outcome, into: &counts) }
-        }
+        // The devices, the rows already recorded (a page taken over) and the policy's state are read at once.
+        let (store, page) = (store, page)
+        async let targets = store.deviceTargets(tenant: page.tenantID, storedTokens: page.tokens)
+        async let earlier =
+            page.claims > 1
+            ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
         let policy = RecipientPolicy(
             tenant: tenant,
             notification: PolicyNotification(
@@ -291,6 +302,10 @@ private struct PageSender {
             )
         )
         let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
+        let devices = try await targets
+        let recorded = try await earlier
+        for outcome in recorded.values { count(outcome, into: &counts) }
+        let byToken = Dictionary(devices.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
         var toSend: [DeviceTarget] = []
         var skips: [DeliveryRecord] = []
         var deferred: [Date: [(token: String, user: String)]] = [:]

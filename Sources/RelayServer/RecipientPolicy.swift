@@ -121,21 +121,30 @@ struct RecipientPolicy: Sendable {
     func load(users: [String], store: RelayStore, now: Date) async throws(RelayStoreError) -> PolicyState {
         var state = PolicyState()
         guard !users.isEmpty else { return state }
-        let type = notification.typeConfiguration
-        if type.optOutAllowed {
-            state.preferences = try await store.preferences(tenant: tenant.id, users: users)
-        }
-        if notification.threadID != nil || notification.scope != nil {
-            for mute in try await store.mutes(tenant: tenant.id, users: users, now: now) {
+        let (tenant, notification, cap) = (tenant, notification, cap)
+        // The lookups are independent: made at once, they cost one round trip instead of up to four.
+        async let preferences =
+            notification.typeConfiguration.optOutAllowed
+            ? store.preferences(tenant: tenant.id, users: users) : [:]
+        async let mutes =
+            notification.threadID != nil || notification.scope != nil
+            ? store.mutes(tenant: tenant.id, users: users, now: now) : []
+        async let presence =
+            notification.threadID != nil ? store.activeThreads(tenant: tenant.id, users: users, now: now) : [:]
+        async let sentCounts =
+            cap != nil
+            ? store.sentCounts(tenant: tenant.id, users: users, notificationType: notification.type, now: now) : [:]
+        do {
+            state.preferences = try await preferences
+            for mute in try await mutes {
                 state.mutes[mute.userID, default: []].append(mute)
             }
-        }
-        if notification.threadID != nil {
-            state.presence = try await store.activeThreads(tenant: tenant.id, users: users, now: now)
-        }
-        if cap != nil {
-            state.sentCounts = try await store.sentCounts(
-                tenant: tenant.id, users: users, notificationType: notification.type, now: now)
+            state.presence = try await presence
+            state.sentCounts = try await sentCounts
+        } catch let error as RelayStoreError {
+            throw error
+        } catch {
+            throw .databaseUnavailable("\(error)")
         }
         return state
     }

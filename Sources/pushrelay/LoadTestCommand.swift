@@ -20,7 +20,7 @@ struct LoadTestCommand: AsyncParsableCommand {
 
     @Option(help: "Fan-out sizes in devices, comma-separated (at most one per tenant).")
     var fanOuts = "10000,100000,1000000"
-    @Option(help: "Single sends (one user each), spread over the tenants.")
+    @Option(help: "Single sends (one user each), one at a time, the tenants in turn.")
     var singles = 2_000
     @Option(help: "Group sends, spread over the tenants.")
     var groups = 400
