@@ -45,6 +45,8 @@ public final class FanOutWorker: Sendable {
     private let pacer = TenantPacer()
     private let logger: Logger
     private let signal = WakeSignal()
+    /// Pages this process is sending, by job and page number.
+    private let held = Mutex<[String: HeldPage]>([:])
     /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
     private let plans = Mutex<[String: (plan: SendPlan, tenant: TenantConfiguration)]>([:])
     /// Plans kept before the cache starts again.
@@ -71,9 +73,11 @@ public final class FanOutWorker: Sendable {
         signal.fire()
     }
 
-    /// Runs the planner and the page loops until the task is cancelled; pages being sent finish first.
+    /// Runs the planners, the page loops and the ticker until the task is cancelled; pages being sent finish
+    /// first.
     public func run() async {
         await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.tick() }
             for _ in 0..<Self.planLoops {
                 group.addTask { await self.planLoop() }
             }
@@ -81,6 +85,24 @@ public final class FanOutWorker: Sendable {
                 group.addTask { await self.pageLoop() }
             }
         }
+    }
+
+    /// Wakes the idle loops every ``idlePoll`` (work of other processes, pages falling due) and renews the
+    /// leases of the pages being sent every third of a lease; at cancellation, releases the loops for good.
+    private func tick() async {
+        var sinceRenewal = Duration.zero
+        while !Task.isCancelled {
+            try? await Task.sleep(for: Self.idlePoll)
+            signal.fire()
+            sinceRenewal += Self.idlePoll
+            guard sinceRenewal >= Self.lease / 3, !Task.isCancelled else { continue }
+            sinceRenewal = .zero
+            for held in held.withLock({ Array($0.values) }) {
+                let kept = (try? await store.renewJobPageLease(held.page, owner: owner, lease: Self.lease)) ?? false
+                if !kept { held.lost.store(true, ordering: .relaxed) }
+            }
+        }
+        signal.close()
     }
 
     // MARK: Planning
@@ -96,7 +118,7 @@ public final class FanOutWorker: Sendable {
             } catch {
                 logger.warning("planner could not claim a job", metadata: ["error": "\(error)"])
             }
-            await signal.wait(upTo: Self.idlePoll)
+            await signal.wait()
         }
     }
 
@@ -147,7 +169,7 @@ public final class FanOutWorker: Sendable {
             } catch {
                 logger.warning("could not claim a page", metadata: ["error": "\(error)"])
             }
-            await signal.wait(upTo: Self.idlePoll)
+            await signal.wait()
         }
     }
 
@@ -155,16 +177,11 @@ public final class FanOutWorker: Sendable {
         var log = logger
         log[metadataKey: "tenant"] = "\(page.tenantID)"
         log[metadataKey: "job"] = "\(page.jobID)"
-        let lost = Atomic<Bool>(false)
-        let renewal = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: Self.lease / 3)
-                if Task.isCancelled { return }
-                let kept = (try? await store.renewJobPageLease(page, owner: owner, lease: Self.lease)) ?? false
-                if !kept { lost.store(true, ordering: .relaxed) }
-            }
-        }
-        defer { renewal.cancel() }
+        // The ticker renews the page's lease while it is held here, and says when it was lost.
+        let holding = HeldPage(page)
+        let key = "\(page.jobID)/\(page.page)"
+        held.withLock { $0[key] = holding }
+        defer { _ = held.withLock { $0.removeValue(forKey: key) } }
         do {
             // The plan of a job planned in this process is at hand; others are rebuilt from the stored job.
             let plan: SendPlan
@@ -177,10 +194,10 @@ public final class FanOutWorker: Sendable {
             }
             var sender = PageSender(
                 page: page, plan: plan, tenant: tenant, store: store, pools: pools, results: results,
-                pacer: pacer, lost: { lost.load(ordering: .relaxed) }
+                pacer: pacer, lost: { holding.lost.load(ordering: .relaxed) }
             )
             let counts = try await sender.run()
-            guard !lost.load(ordering: .relaxed) else {
+            guard !holding.lost.load(ordering: .relaxed) else {
                 log.warning("page lease lost while sending; another process takes the page over")
                 return
             }
@@ -465,33 +482,47 @@ private struct PageSender {
     }
 }
 
-/// Wakes waiting loops: `fire` releases every current waiter at once.
+/// A page being sent by this process, and whether its lease was lost.
+private final class HeldPage: Sendable {
+    let page: JobPage
+    let lost = Atomic<Bool>(false)
+
+    init(_ page: JobPage) {
+        self.page = page
+    }
+}
+
+/// Wakes waiting loops: `fire` releases every current waiter at once; after `close`, waiting returns at once.
 final class WakeSignal: Sendable {
-    private let waiters = Mutex<[UUID: CheckedContinuation<Void, Never>]>([:])
+    private let state = Mutex<(waiters: [CheckedContinuation<Void, Never>], closed: Bool)>(([], false))
 
     /// Releases every loop waiting now.
     func fire() {
-        let all = waiters.withLock { waiters in
-            defer { waiters = [:] }
-            return Array(waiters.values)
+        let all = state.withLock { state in
+            defer { state.waiters = [] }
+            return state.waiters
         }
         for waiter in all { waiter.resume() }
     }
 
-    /// Waits for `fire` or `limit`, whichever comes first.
-    func wait(upTo limit: Duration) async {
-        let id = UUID()
-        await withCheckedContinuation { continuation in
-            waiters.withLock { $0[id] = continuation }
-            // Started after the waiter is stored, so its release cannot come first and be lost.
-            Task {
-                try? await Task.sleep(for: limit)
-                self.release(id)
-            }
+    /// Releases every waiting loop, and every later one at once.
+    func close() {
+        let all = state.withLock { state in
+            state.closed = true
+            defer { state.waiters = [] }
+            return state.waiters
         }
+        for waiter in all { waiter.resume() }
     }
 
-    private func release(_ id: UUID) {
-        waiters.withLock { $0.removeValue(forKey: id) }?.resume()
+    /// Waits for `fire` or `close`.
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let closed = state.withLock { state in
+                if !state.closed { state.waiters.append(continuation) }
+                return state.closed
+            }
+            if closed { continuation.resume() }
+        }
     }
 }

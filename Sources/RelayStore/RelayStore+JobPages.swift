@@ -150,7 +150,7 @@ extension RelayStore {
                 WHERE (job_id, page) = (
                     SELECT q.job_id, q.page FROM job_pages q JOIN jobs j ON j.id = q.job_id
                     WHERE ((q.state = 'pending' AND q.due_at <= now()) OR (q.state = 'leased' AND q.lease_until < now()))
-                      AND j.state = 'running'
+                      AND j.state IN ('accepted', 'scheduled', 'running')
                     ORDER BY q.due_at, q.job_id, q.page
                     LIMIT 1
                     FOR UPDATE OF q SKIP LOCKED

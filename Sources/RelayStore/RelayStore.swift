@@ -24,9 +24,23 @@ public struct RelayStore: Sendable {
     ///   - migrations: The schema's migrations; the relay's own by default.
     ///   - logger: Where queries and connection events are logged.
     public init(configuration: Configuration, migrations: [Migration] = Migration.all, logger: Logger) {
-        self.client = PostgresClient(configuration: configuration.postgres, backgroundLogger: logger)
+        self.client = PostgresClient(configuration: Self.pooled(configuration.postgres), backgroundLogger: logger)
         self.migrations = migrations.sorted { $0.version < $1.version }
         self.logger = logger
+    }
+
+    /// The pool's settings for a busy relay. postgres-nio starts a timer task each time a connection goes back
+    /// to the pool (a keep-alive, and an idle timeout above the minimum connections) and cancels it at the
+    /// next query; a cancelled sleeping task keeps its memory until its deadline, so at hundreds of queries
+    /// per second these timers held tens of MB. Keep-alive queries are off (the server is local or on the
+    /// LAN, and a broken connection fails its next query, which is retried); a few connections stay open
+    /// without an idle timer, and the others close after 10 s idle.
+    static func pooled(_ configuration: PostgresClient.Configuration) -> PostgresClient.Configuration {
+        var configuration = configuration
+        configuration.options.keepAliveBehavior = nil
+        configuration.options.minimumConnections = max(configuration.options.minimumConnections, 4)
+        configuration.options.connectionIdleTimeout = min(configuration.options.connectionIdleTimeout, .seconds(10))
+        return configuration
     }
 
     /// Runs the connection pool until the calling task is cancelled.
