@@ -1,6 +1,7 @@
 public import APNs
 public import Foundation
 import Logging
+import NIOCore
 import PostgresNIO
 import Synchronization
 
@@ -293,25 +294,40 @@ extension RelayStore {
         if let missing = unchecked.subtracting(found).sorted().first { throw .unknownTenant(missing) }
     }
 
+    /// Writes a batch with `COPY … FROM STDIN` (text format): one round trip, and far less work for the server
+    /// than an INSERT of the same rows.
     private func insert(_ batch: DeliveryColumnsBatch) async throws {
-        try await client.query(
-            """
-            INSERT INTO deliveries (
-                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at, latency_ms,
-                notification_type
-            )
-            SELECT t, j, NULLIF(u, ''), k, NULLIF(a, ''), o, NULLIF(r, ''), n, s,
-                   CASE WHEN answered THEN w END, CASE WHEN l >= 0 THEN l END, NULLIF(y, '')
-            FROM UNNEST(
-                \(batch.tenantID)::text[], \(batch.jobID)::text[], \(batch.userID)::text[], \(batch.token)::text[],
-                \(batch.apnsID)::text[], \(batch.outcome)::text[], \(batch.reason)::text[], \(batch.attempt)::int8[],
-                \(batch.sentAt)::timestamptz[], \(batch.answered)::bool[], \(batch.answeredAt)::timestamptz[],
-                \(batch.latency)::int8[], \(batch.notificationType)::text[]
-            ) AS x (t, j, u, k, a, o, r, n, s, answered, w, l, y)
-            """,
-            logger: logger
-        )
+        var rows = ByteBuffer()
+        rows.reserveCapacity(batch.tenantID.count * 320)
+        for index in batch.tenantID.indices {
+            rows.writeCopyField(batch.tenantID[index])
+            rows.writeCopyField(batch.jobID[index])
+            rows.writeCopyField(batch.userID[index].isEmpty ? nil : batch.userID[index])
+            rows.writeCopyField(batch.token[index])
+            rows.writeCopyField(batch.apnsID[index].isEmpty ? nil : batch.apnsID[index])
+            rows.writeCopyField(batch.outcome[index])
+            rows.writeCopyField(batch.reason[index].isEmpty ? nil : batch.reason[index])
+            rows.writeCopyField(String(batch.attempt[index]))
+            rows.writeCopyTimestamp(batch.sentAt[index])
+            if batch.answered[index] {
+                rows.writeCopyTimestamp(batch.answeredAt[index])
+            } else {
+                rows.writeCopyField(nil)
+            }
+            rows.writeCopyField(batch.latency[index] >= 0 ? String(batch.latency[index]) : nil)
+            rows.writeCopyField(batch.notificationType[index].isEmpty ? nil : batch.notificationType[index], last: true)
+        }
+        try await client.withConnection { connection in
+            try await connection.copyFrom(table: "deliveries", columns: Self.copiedColumns, logger: logger) { writer in
+                try await writer.write(rows)
+            }
+        }
     }
+
+    private static let copiedColumns = [
+        "tenant_id", "job_id", "user_id", "token", "apns_id", "outcome", "reason", "attempt", "sent_at", "answered_at",
+        "latency_ms", "notification_type",
+    ]
 
     private func ensurePartitions(for dates: [Date]) async throws(RelayStoreError) -> [String] {
         do {
@@ -407,4 +423,66 @@ final class KnownTenants: Sendable {
 
     /// Remembers `found`.
     func insert(_ found: Set<String>) { ids.withLock { $0.formUnion(found) } }
+}
+
+extension ByteBuffer {
+    /// Writes one field of a `COPY` text row: `\N` for `nil`, else the value with backslash, tab, newline and
+    /// carriage return escaped; then a tab, or a newline after the row's last field.
+    fileprivate mutating func writeCopyField(_ value: String?, last: Bool = false) {
+        if let value {
+            for byte in value.utf8 {
+                switch byte {
+                case UInt8(ascii: "\\"): writeStaticString("\\\\")
+                case UInt8(ascii: "\t"): writeStaticString("\\t")
+                case UInt8(ascii: "\n"): writeStaticString("\\n")
+                case UInt8(ascii: "\r"): writeStaticString("\\r")
+                default: writeInteger(byte)
+                }
+            }
+        } else {
+            writeStaticString("\\N")
+        }
+        writeInteger(last ? UInt8(ascii: "\n") : UInt8(ascii: "\t"))
+    }
+
+    /// Writes a `timestamptz` field in UTC with microseconds: `2026-11-21 09:30:00.123456+00`.
+    fileprivate mutating func writeCopyTimestamp(_ date: Date) {
+        let microseconds = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+        var seconds = time_t(microseconds.floorDiv(1_000_000))
+        let fraction = Int(microseconds - Int64(seconds) * 1_000_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            var value = value
+            while divisor > 0 {
+                writeInteger(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                value %= divisor
+                divisor /= 10
+            }
+        }
+        digits(Int(parts.tm_year) + 1900, 4)
+        writeInteger(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2)
+        writeInteger(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2)
+        writeInteger(UInt8(ascii: " "))
+        digits(Int(parts.tm_hour), 2)
+        writeInteger(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2)
+        writeInteger(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2)
+        writeInteger(UInt8(ascii: "."))
+        digits(fraction, 6)
+        writeStaticString("+00\t")
+    }
+}
+
+extension Int64 {
+    /// Division rounding toward negative infinity.
+    fileprivate func floorDiv(_ divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
+    }
 }

@@ -1,0 +1,42 @@
+import Foundation
+import RelayStore
+import Testing
+
+@Suite("Synthetic devices for the load test")
+struct SyntheticDeviceTests {
+    @Test("bulk devices have the slot a registration would give them, under every token policy")
+    func bulkDevicesShareTheRegistrationSlot() async throws {
+        try await withTenantStore { store in
+            // circl: token_moves_to_last_user; familyportal: one per user and platform; anky: per user, token,
+            // platform and environment.
+            for (index, tenant) in ["circl", "familyportal", "anky"].enumerated() {
+                let prefix = String(format: "%08x", index + 1)
+                let written = try await store.insertSyntheticDevices(
+                    tenant: tenant, policy: try #require(try await policy(of: tenant, store: store)), range: 0..<50,
+                    userPrefix: "lt-u", tokenPrefix: prefix, topics: ["loadtest"]
+                )
+                #expect(written == 50)
+                #expect(try await store.activeDevices(tenant: tenant, topic: "loadtest", limit: 100).count == 50)
+                let token = RelayStore.syntheticToken(prefix: prefix, index: 7)
+                #expect(token.count == 64)
+                let again = try await store.registerDevice(
+                    tenant: tenant, registration: DeviceRegistration(userID: "lt-u7", token: token), at: Date()
+                )
+                #expect(again.status == .updated, "\(tenant): \(again)")
+                let devices = try await store.activeDevices(tenant: tenant, users: ["lt-u7"])
+                #expect(devices.map(\.token) == [token])
+            }
+            await #expect(throws: RelayStoreError.self) {
+                try await store.insertSyntheticDevices(
+                    tenant: "circl", policy: .tokenMovesToLastUser, range: 0..<1, userPrefix: "x\"",
+                    tokenPrefix: "00000009",
+                    topics: []
+                )
+            }
+        }
+    }
+
+    private func policy(of tenant: String, store: RelayStore) async throws -> TenantConfiguration.TokenPolicy? {
+        try await store.listTenants().first { $0.id == tenant }?.configuration.tokenPolicy
+    }
+}
