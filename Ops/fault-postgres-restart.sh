@@ -18,7 +18,8 @@
 #   5. the accounting, each line checked: the relay survived and answered sends again after the restart;
 #      every send attempt acked or refused with a typed error (UNAVAILABLE or INTERNAL, no lost connection);
 #      every acked job completed with its device delivered and recorded; the fan-out: every device recorded
-#      once, delivered rows == tokens the simulator answered 200, duplicates within FanOutWorker's window
+#      once, delivered rows == tokens the simulator answered 200, duplicates within FanOutWorker's window;
+#      and the relay stops gracefully on SIGTERM within 30 s afterwards
 #
 # Environment:
 #   PUSHRELAY_BIN        the relay binary (default .build/debug/pushrelay)
@@ -27,6 +28,7 @@
 #   PG_STOP_PERCENT      stop PostgreSQL when this share of the fan-out is answered (default 20)
 #   PG_OUTAGE_SECONDS    seconds PostgreSQL stays down (default 8)
 #   PG_AFTER_SECONDS     seconds the backend keeps sending after the restart (default 5)
+#   PG_LOG_LEVEL         the relay's log level (default info)
 #   PG_TIMEOUT           seconds before the script gives up (default 600)
 set -euo pipefail
 
@@ -50,6 +52,7 @@ fl_setup_database
 step="simulator"
 fl_start_simulator "$LATENCY_MS"
 step="relay"
+FL_RELAY_ARGS=(--log-level "${PG_LOG_LEVEL:-info}")
 fl_start_relay main
 ADDRESS="${RELAY_ADDRESS[main]}"
 step="register"
@@ -73,7 +76,7 @@ stop_at=$((DEVICES * STOP_PERCENT / 100))
 JOB="$(fl_tool send --address "$ADDRESS" --credential "$CREDENTIAL" --devices "$TMP/devices.tsv" --run "$RUN")"
 [[ "$JOB" =~ ^[0-9a-fA-F-]{36}$ ]] || fail "the send answered no job id: $JOB"
 say "fan-out job $JOB accepted"
-while [ "$(fl_sim_requests "$RUN\"")" -lt "$stop_at" ]; do
+while [ "$(fl_sim_requests "$RUN\\\"")" -lt "$stop_at" ]; do
     check_deadline
     kill -0 "${RELAY_PID[main]}" 2>/dev/null || fail "the relay exited during the fan-out"
     sleep 0.05
@@ -83,7 +86,7 @@ PG_PID_BEFORE="$(fl_postgres_pid)"
 PG_BIN="$(fl_pg_bin)"
 outage_start_ms=$(date +%s%3N)
 fl_as_pg_owner "$PG_BIN/pg_ctl" stop -D "$TMP/pg" -m fast -w -t 60 -s || fail "pg_ctl stop failed"
-answered_at_stop="$(fl_sim_requests "$RUN\"")"
+answered_at_stop="$(fl_sim_requests "$RUN\\\"")"
 say "PostgreSQL (pid $PG_PID_BEFORE) stopped; fan-out answered $answered_at_stop of $DEVICES"
 sleep "$OUTAGE_SECONDS"
 relay_restarted_it=no
@@ -96,7 +99,7 @@ else
         fail "pg_ctl start failed: $(tail -n 20 "$TMP/pg/restart.log" 2>/dev/null)"
 fi
 outage_end_ms=$(date +%s%3N)
-answered_at_start="$(fl_sim_requests "$RUN\"")"
+answered_at_start="$(fl_sim_requests "$RUN\\\"")"
 say "PostgreSQL started again (pid $(fl_postgres_pid)) after $(((outage_end_ms - outage_start_ms) / 1000))s;" \
     "fan-out answered $answered_at_start of $DEVICES"
 sleep "$AFTER_SECONDS"
@@ -198,11 +201,22 @@ check "fan-out: delivered rows name exactly the tokens the simulator answered 20
 check "fan-out job completed with every device delivered" \
     eq "$job_state $job_devices $job_delivered $job_failed $job_skipped" "completed $DEVICES $DEVICES 0 0"
 check "JobStatus agrees" eq "$wire" "state=COMPLETED devices=$DEVICES delivered=$DEVICES failed=0 skipped=0"
-[ "$failures" -eq 0 ] || fail "$failures accounting check(s) failed"
-
+# The relay stops gracefully (SIGTERM) after the outage, as it does without one: within 30 s.
 step="stop"
-fl_stop_pid "${RELAY_PID[main]}" 30
+stop_started=$(date +%s%3N)
+kill -TERM "${RELAY_PID[main]}"
+while kill -0 "${RELAY_PID[main]}" 2>/dev/null && [ $(($(date +%s%3N) - stop_started)) -lt 30000 ]; do sleep 0.1; done
+stopped=yes
+kill -0 "${RELAY_PID[main]}" 2>/dev/null && stopped=no
+stop_ms=$(($(date +%s%3N) - stop_started))
+if [ "$stopped" = no ]; then
+    echo "  relay after SIGTERM                   still running after 30 s; last lines of its log:"
+    tail -n 5 "$TMP/relay-main.log" | cut -c1-200 | sed 's/^/      /'
+fi
+check "the relay stops gracefully on SIGTERM within 30 s after the outage (${stop_ms} ms)" eq "$stopped" yes
+fl_stop_pid "${RELAY_PID[main]}" 5
 unset 'RELAY_PID[main]'
+[ "$failures" -eq 0 ] || fail "$failures accounting check(s) failed"
 step="done"
 printf '\n%s: OK: PostgreSQL down %ss during a %d-device fan-out and %d single sends; %d acked (%d during the outage, longest wait %d ms), %d UNAVAILABLE, %d INTERNAL, %d lost; every acked job completed and recorded; fan-out %d/%d devices recorded, %d duplicates (window %d), in %ds\n' \
     "$NAME" "$outage_s" "$DEVICES" "$attempts" "$acked" "$acked_during" "$longest_wait_ms" "$unavailable" "$internal_errors" \
