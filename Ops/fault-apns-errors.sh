@@ -53,6 +53,8 @@ step="simulator"
 FL_SIM_ARGS=("${COMMON_FAULTS[@]}" --goaway-after 100)
 fl_start_simulator "$LATENCY_MS"
 step="relay"
+# No operator HTTP port: the default 127.0.0.1:9411 may belong to another relay on this machine.
+FL_RELAY_ARGS=(--metrics-listen "")
 fl_start_relay main
 
 step="register"

@@ -47,6 +47,8 @@ step="simulator"
 fl_start_simulator "$LATENCY_MS"
 step="relays"
 log "relays A, B and C on one cluster"
+# No operator HTTP port: the default 127.0.0.1:9411 may belong to another relay on this machine.
+FL_RELAY_ARGS=(--metrics-listen "")
 for name in A B C; do fl_start_relay "$name"; done
 
 step="haproxy"

@@ -52,7 +52,8 @@ fl_setup_database
 step="simulator"
 fl_start_simulator "$LATENCY_MS"
 step="relay"
-FL_RELAY_ARGS=(--log-level "${PG_LOG_LEVEL:-info}")
+# No operator HTTP port: the default 127.0.0.1:9411 may belong to another relay on this machine.
+FL_RELAY_ARGS=(--log-level "${PG_LOG_LEVEL:-info}" --metrics-listen "")
 fl_start_relay main
 ADDRESS="${RELAY_ADDRESS[main]}"
 step="register"
