@@ -190,7 +190,9 @@ check "the relay survived the outage (same process)" eq "$(kill -0 "${RELAY_PID[
 check "the relay acked sends again after the restart ($acked_after)" ge "$acked_after" 1
 check "sends during the outage waited or got a typed error (acked during it: $acked_during, UNAVAILABLE $unavailable, INTERNAL $internal_errors)" \
     ge "$((acked_during + unavailable + internal_errors))" 1
-check "no send lost its connection or timed out ($lost)" eq "$lost" 0
+# A send must be answered: acked (perhaps late) or refused with a typed error. KNOWN RELAY BUG (issue 7):
+# a Send arriving just as PostgreSQL stops was once never answered (no answer within 120 s: TIMEOUT).
+check "every send answered: none lost its connection or timed out without an answer ($lost)" eq "$lost" 0
 check "no error other than UNAVAILABLE or INTERNAL ($other_errors)" eq "$other_errors" 0
 check "every acked single send's job completed ($single_completed of $acked_jobs)" eq "$single_completed" "$acked_jobs"
 check "every acked single send delivered to its device and recorded" eq "$single_delivered:$single_rows" "$acked_jobs:$acked_jobs"
@@ -214,11 +216,14 @@ if [ "$stopped" = no ]; then
     echo "  relay after SIGTERM                   still running after 30 s; last lines of its log:"
     tail -n 5 "$TMP/relay-main.log" | cut -c1-200 | sed 's/^/      /'
 fi
+# KNOWN RELAY BUG (issue 7): once, after the outage, the fan-out worker's graceful shutdown never ended.
 check "the relay stops gracefully on SIGTERM within 30 s after the outage (${stop_ms} ms)" eq "$stopped" yes
 fl_stop_pid "${RELAY_PID[main]}" 5
 unset 'RELAY_PID[main]'
-[ "$failures" -eq 0 ] || fail "$failures accounting check(s) failed"
+result=OK
+[ "$failures" -eq 0 ] || result="FAIL ($failures check(s) failed)"
 step="done"
-printf '\n%s: OK: PostgreSQL down %ss during a %d-device fan-out and %d single sends; %d acked (%d during the outage, longest wait %d ms), %d UNAVAILABLE, %d INTERNAL, %d lost; every acked job completed and recorded; fan-out %d/%d devices recorded, %d duplicates (window %d), in %ds\n' \
-    "$NAME" "$outage_s" "$DEVICES" "$attempts" "$acked" "$acked_during" "$longest_wait_ms" "$unavailable" "$internal_errors" \
-    "$lost" "${ACC[db_delivered_rows]}" "$DEVICES" "${ACC[duplicate_tokens]}" "$WINDOW" "$(elapsed)"
+printf '\n%s: %s: PostgreSQL down %ss during a %d-device fan-out and %d single sends; %d acked (%d during the outage, longest wait %d ms), %d UNAVAILABLE, %d INTERNAL, %d lost; acked jobs completed and recorded %d/%d; fan-out %d/%d devices recorded, %d duplicates (window %d), graceful stop %d ms, in %ds\n' \
+    "$NAME" "$result" "$outage_s" "$DEVICES" "$attempts" "$acked" "$acked_during" "$longest_wait_ms" "$unavailable" "$internal_errors" \
+    "$lost" "$single_rows" "$acked_jobs" "${ACC[db_delivered_rows]}" "$DEVICES" "${ACC[duplicate_tokens]}" "$WINDOW" "$stop_ms" "$(elapsed)"
+[ "$failures" -eq 0 ] || fail "$failures accounting check(s) failed"

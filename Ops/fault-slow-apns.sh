@@ -119,7 +119,8 @@ read -r rows_total rows_distinct <<<"$(fl_psql \
 read -r flood_jobs flood_done <<<"$(fl_psql \
     "SELECT count(*), count(*) FILTER (WHERE j.state = 'completed' AND j.delivered = 1)
      FROM jobs j WHERE j.tenant_id = 'circl' AND j.idempotency_key LIKE '$RUN-flood-f%'" 2>/dev/null || echo "? ?")"
-flood_sim="$(grep -c -F "\"fanout_run\":\"$RUN-flood\"" "$TMP/sim.jsonl" || true)"
+# (the payload is a JSON string inside the log's JSON line: its quotes are escaped)
+flood_sim="$(grep -c -F "\\\"fanout_run\\\":\\\"$RUN-flood\\\"" "$TMP/sim.jsonl" || true)"
 read -r rss_samples rss_peak rss_last rss_head_peak rss_tail_peak <<<"$(awk '
     { v[NR] = $2; if ($2 > p) p = $2 }
     END { q = int(NR * 3 / 4); for (i = 1; i <= NR; i++) { if (i <= q) { if (v[i] > h) h = v[i] } else if (v[i] > t) t = v[i] }
