@@ -154,7 +154,7 @@ read -r job_state job_devices job_delivered job_failed job_skipped <<<"$(fl_psql
 read -r rows_total rows_distinct <<<"$(fl_psql \
     "SELECT count(*), count(DISTINCT token) FROM deliveries WHERE tenant_id = 'circl' AND job_id = '$JOB'")"
 wire="$(fl_tool status --address "$ADDRESS" --credential "$CREDENTIAL" --job "$JOB")"
-reconnect_lines="$(grep -ciE 'database|postgres' "$TMP/relay-main.log" || true)"
+reconnect_lines="$(grep -ciE 'database|postgres|PSQL' "$TMP/relay-main.log" || true)"
 
 failures=0
 check() { # check DESCRIPTION CONDITION...
