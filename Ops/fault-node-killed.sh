@@ -9,8 +9,8 @@
 #   1. python client, embedded PostgreSQL, circl key and credential; `pushrelay apns-sim`; relays A, B and C
 #      and HAProxy in front of them (Ops/three-relays.sh's setup); the three heartbeats seen
 #   2. NODE_DEVICES devices registered through HAProxy, one Send to their users through HAProxy
-#   3. when the simulator has answered NODE_KILL_PERCENT of the job's requests, the relay (B or C: A started
-#      the embedded cluster) holding the most page leases is killed with SIGKILL; its leased pages are noted
+#   3. when the simulator has answered NODE_KILL_PERCENT of the job's requests, the relay holding the most page
+#      leases is killed with SIGKILL (the embedded PostgreSQL, started by A, outlives it); its leased pages are noted
 #   4. the two others go on; the job completes after the killed relay's leases ran out (psql)
 #   5. the accounting, each line checked (as Ops/crash-test.sh): every token received at least once, nothing
 #      else; tokens received twice within FanOutWorker's window (concurrency + recordBatch) x pageLoops; no
@@ -120,7 +120,7 @@ while [ -z "$victim" ]; do
     answered="$(fl_sim_requests "$RUN")"
     if [ "${answered:-0}" -ge "$kill_at" ]; then
         best=0
-        for name in B C; do
+        for name in A B C; do
             n="$(leased_by "$name")"
             if [ "$n" -gt "$best" ]; then
                 best="$n"
