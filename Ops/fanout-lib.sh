@@ -23,6 +23,9 @@ declare -A RELAY_ADDRESS=()
 FL_OTHER_PIDS=()
 SIM_PID=""
 SIM_PORT=""
+# Extra arguments of `pushrelay apns-sim` (faults) and of `pushrelay serve`, set by a script before starting them.
+FL_SIM_ARGS=()
+FL_RELAY_ARGS=()
 started=$(date +%s)
 step="start"
 
@@ -174,13 +177,18 @@ fl_setup_database() {
 
 # `pushrelay apns-sim` on a free port, trusting circl's key, answering after `$1` ms, logging to $TMP/sim.jsonl.
 fl_start_simulator() {
-    "$BIN" apns-sim --host 127.0.0.1 --port 0 --cert-dir "$TMP/sim" --key "$KEY_ID:$TEAM_ID:$TMP/AuthKey.p8" \
-        --topic "$TOPIC" --latency-ms "$1" --log-requests "$TMP/sim.jsonl" --threads 1 >"$TMP/sim.log" 2>&1 &
+    local lines_before=0
+    [ -f "$TMP/sim.log" ] && lines_before="$(wc -l <"$TMP/sim.log")"
+    "$BIN" apns-sim --host 127.0.0.1 --port "${SIM_PORT:-0}" --cert-dir "$TMP/sim" --key "$KEY_ID:$TEAM_ID:$TMP/AuthKey.p8" \
+        --topic "$TOPIC" --latency-ms "$1" --log-requests "$TMP/sim.jsonl" --threads 1 ${FL_SIM_ARGS[@]+"${FL_SIM_ARGS[@]}"} >>"$TMP/sim.log" 2>&1 &
     SIM_PID=$!
+    local port_wanted="${SIM_PORT:-}"
+    SIM_PORT=""
     while [ -z "$SIM_PORT" ]; do
         check_deadline
-        kill -0 "$SIM_PID" 2>/dev/null || fail "apns-sim exited: $(cat "$TMP/sim.log")"
-        SIM_PORT="$(grep -oE 'listening on https://[^ ]+:[0-9]+' "$TMP/sim.log" | grep -oE '[0-9]+$' || true)"
+        kill -0 "$SIM_PID" 2>/dev/null || fail "apns-sim exited: $(tail -n 20 "$TMP/sim.log")"
+        SIM_PORT="$(tail -n +"$((lines_before + 1))" "$TMP/sim.log" | grep -oE 'listening on https://[^ ]+:[0-9]+' | grep -oE '[0-9]+$' || true)"
+        if [ -n "$port_wanted" ] && [ "$SIM_PORT" != "$port_wanted" ]; then SIM_PORT=""; fi
         [ -n "$SIM_PORT" ] || sleep 0.1
     done
     [ -s "$TMP/sim/ca.pem" ] || fail "apns-sim wrote no $TMP/sim/ca.pem"
@@ -194,7 +202,8 @@ fl_start_relay() {
     rm -f "$ready"
     "$BIN" serve --listen 127.0.0.1:0 --data-dir "$TMP/pg" --tenants "$TMP/tenants" \
         --master-key-file "$TMP/master.key" --apns-endpoint "127.0.0.1:$SIM_PORT" --apns-ca "$TMP/sim/ca.pem" \
-        --requests-per-second 100000 --request-burst 100000 --ready-file "$ready" >>"$TMP/relay-$name.log" 2>&1 &
+        --requests-per-second 100000 --request-burst 100000 --ready-file "$ready" \
+        ${FL_RELAY_ARGS[@]+"${FL_RELAY_ARGS[@]}"} >>"$TMP/relay-$name.log" 2>&1 &
     RELAY_PID[$name]=$!
     while [ -z "$address" ]; do
         check_deadline

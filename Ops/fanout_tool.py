@@ -160,6 +160,13 @@ def account(args):
     recorded = set(recorded_list)
     received = set(per_token)
     duplicates = sum(1 for count in per_token.values() if count > 1)
+    ok_per_token = collections.Counter()
+    with open(args.log) as handle:
+        for line in handle:
+            if args.run in line and '"status":200' in line:
+                entry = json.loads(line)
+                if marker in entry.get("payload", "").replace(" ", ""):
+                    ok_per_token[entry.get("deviceToken") or ""] += 1
     values = {
         "requests": requests,
         "distinct_tokens": len(received),
@@ -167,6 +174,9 @@ def account(args):
         "extra_requests": requests - len(received),
         "most_sends_to_one_token": max(per_token.values(), default=0),
         "status_200": statuses.get(200, 0),
+        "tokens_200_twice": sum(1 for count in ok_per_token.values() if count > 1),
+        "status_500": statuses.get(500, 0),
+        "status_503": statuses.get(503, 0),
         "status_other": requests - statuses.get(200, 0),
         "sim_connections": len(connections),
         "missing_tokens": len(expected - received),
