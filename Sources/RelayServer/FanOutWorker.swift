@@ -28,7 +28,7 @@ public final class FanOutWorker: Sendable {
     /// Answers recorded per statement while a page is sent.
     static let recordBatch = 250
     /// Pages one process sends at once.
-    static let pageLoops = 8
+    static let pageLoops = 12
     /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
     static let planLoops = 4
     /// How long a page or a planning lease lasts without renewal.
@@ -132,6 +132,10 @@ public final class FanOutWorker: Sendable {
             try await planner.writePages()
             try await store.finishPlanning(jobID: job.id, owner: owner)
             log.debug("job planned", metadata: ["pages": "\(planner.pagesWritten)"])
+        } catch RelayStoreError.databaseUnavailable(let reason) {
+            // Not the job's fault: its planning lease runs out and a planner takes it again (pages already
+            // written are written again as they were).
+            log.warning("job planning interrupted by the database; retried", metadata: ["error": "\(reason)"])
         } catch {
             log.error("job cannot be planned", metadata: ["error": "\(error)"])
             _ = try? await store.updateJob(

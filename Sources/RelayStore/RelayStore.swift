@@ -30,15 +30,15 @@ public struct RelayStore: Sendable {
     }
 
     /// The pool's settings for a busy relay. postgres-nio starts a timer task each time a connection goes back
-    /// to the pool (a keep-alive, and an idle timeout above the minimum connections) and cancels it at the
-    /// next query; a cancelled sleeping task keeps its memory until its deadline, so at hundreds of queries
-    /// per second these timers held tens of MB. Keep-alive queries are off (the server is local or on the
-    /// LAN, and a broken connection fails its next query, which is retried); a few connections stay open
-    /// without an idle timer, and the others close after 10 s idle.
+    /// to the pool (a keep-alive, and an idle timeout) and cancels it at the next query; a cancelled sleeping
+    /// task keeps its memory until its deadline, so at hundreds of queries per second the default timers (30
+    /// and 60 s) held tens of MB. Keep-alive queries are off (the server is local or on the LAN, and a broken
+    /// connection fails its next query), and idle connections close after 10 s, which bounds what the timers
+    /// hold. No connection is kept as a minimum: with one, postgres-nio 1.33.2 trips a precondition when the
+    /// server restarts.
     static func pooled(_ configuration: PostgresClient.Configuration) -> PostgresClient.Configuration {
         var configuration = configuration
         configuration.options.keepAliveBehavior = nil
-        configuration.options.minimumConnections = max(configuration.options.minimumConnections, 4)
         configuration.options.connectionIdleTimeout = min(configuration.options.connectionIdleTimeout, .seconds(10))
         return configuration
     }
