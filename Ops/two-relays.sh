@@ -149,7 +149,9 @@ echo "  fan-out time                          ${fanout_s}s"
 check "every page seen leased ($pages_seen of $pages), each by one owner" eq "$pages_seen:$pages_two_owners" "$pages:0"
 check "every page claimed exactly once" eq "$pages_claimed_once" "$pages"
 check "pages leased only by relay A or relay B" eq "$pages_other" 0
-check "both relays sent pages" ge "$((pages_a > 0 && pages_b > 0))" 1
+# Not a check: a relay claims up to FanOutWorker.pageLoops (12) pages at once, so a job of a few pages may be
+# sent by one relay (Ops/fault-node-killed.sh shows the others finishing what a relay left).
+echo "  both relays sent pages                $( [ "$pages_a" -gt 0 ] && [ "$pages_b" -gt 0 ] && echo yes || echo "no (A $pages_a, B $pages_b)")"
 check "pages of A and B cover the job's $DEVICES devices" eq "$((devices_a + devices_b))" "$DEVICES"
 check "every device got it: distinct tokens == $DEVICES" eq "${ACC[distinct_tokens]}" "$DEVICES"
 check "no token missing, none unexpected" eq "${ACC[missing_tokens]}:${ACC[unexpected_tokens]}" "0:0"
