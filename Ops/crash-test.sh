@@ -140,19 +140,6 @@ wire="$(fl_tool status --address "${RELAY_ADDRESS[second]}" --credential "$CREDE
 unrecorded=$((answered_before_restart - recorded_at_kill))
 
 failures=0
-check() { # check DESCRIPTION CONDITION...
-    local description="$1"
-    shift
-    if "$@"; then
-        printf '  ok    %s\n' "$description"
-    else
-        printf '  FAIL  %s\n' "$description"
-        failures=$((failures + 1))
-    fi
-}
-eq() { [ "$1" = "$2" ]; }
-le() { [ "$1" -le "$2" ]; }
-ge() { [ "$1" -ge "$2" ]; }
 
 echo "crash-test accounting (run $RUN, job $JOB, $(date -u +%F)):"
 echo "  devices registered                    $DEVICES"

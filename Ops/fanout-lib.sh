@@ -61,6 +61,24 @@ fl_init() {
     command -v openssl >/dev/null || fail "openssl is missing"
 }
 
+# --- accounting ----------------------------------------------------------------------------------
+
+# Prints one accounting check: `check DESCRIPTION CONDITION...` runs the condition (eq, le or ge below) and
+# prints `ok` or `FAIL`, counting failures in $failures (the caller sets it to 0 before its checks).
+check() {
+    local description="$1"
+    shift
+    if "$@"; then
+        printf '  ok    %s\n' "$description"
+    else
+        printf '  FAIL  %s\n' "$description"
+        failures=$((failures + 1))
+    fi
+}
+eq() { [ "$1" = "$2" ]; }
+le() { [ "$1" -le "$2" ]; }
+ge() { [ "$1" -ge "$2" ]; }
+
 # --- processes -----------------------------------------------------------------------------------
 
 # Stops a process we started: SIGTERM, then SIGKILL after `$2` seconds (default 30).

@@ -64,18 +64,6 @@ fl_tool register --address "${RELAY_ADDRESS[main]}" --credential "$CREDENTIAL" -
 split -l "$PER_SEND" -d -a 3 "$TMP/devices.tsv" "$TMP/part-"
 
 failures=0
-check() { # check DESCRIPTION CONDITION...
-    local description="$1"
-    shift
-    if "$@"; then
-        printf '  ok    %s\n' "$description"
-    else
-        printf '  FAIL  %s\n' "$description"
-        failures=$((failures + 1))
-    fi
-}
-eq() { [ "$1" = "$2" ]; }
-ge() { [ "$1" -ge "$2" ]; }
 
 # The simulator's statistics line `$1` (printed when it stops), from its newest block in sim.log.
 sim_stat() { grep -F "$1" "$TMP/sim.log" | tail -n 1 | grep -oE '[0-9]+$' || echo 0; }

@@ -185,19 +185,6 @@ read -r victim_reclaimed victim_by_survivor <<<"$(fl_psql \
 wire="$(fl_tool status --address "$LB" --credential "$CREDENTIAL" --job "$JOB")"
 
 failures=0
-check() { # check DESCRIPTION CONDITION...
-    local description="$1"
-    shift
-    if "$@"; then
-        printf '  ok    %s\n' "$description"
-    else
-        printf '  FAIL  %s\n' "$description"
-        failures=$((failures + 1))
-    fi
-}
-eq() { [ "$1" = "$2" ]; }
-le() { [ "$1" -le "$2" ]; }
-ge() { [ "$1" -ge "$2" ]; }
 
 echo "fault-node-killed accounting (run $RUN, job $JOB, $(date -u +%F)):"
 echo "  relays                                A, B, C behind HAProxy $LB; $victim (pid $VICTIM_PID) killed with SIGKILL"

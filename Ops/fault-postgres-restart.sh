@@ -178,19 +178,6 @@ wire="$(fl_tool status --address "$ADDRESS" --credential "$CREDENTIAL" --job "$J
 reconnect_lines="$(grep -ciE 'database|postgres|PSQL' "$TMP/relay-main.log" || true)"
 
 failures=0
-check() { # check DESCRIPTION CONDITION...
-    local description="$1"
-    shift
-    if "$@"; then
-        printf '  ok    %s\n' "$description"
-    else
-        printf '  FAIL  %s\n' "$description"
-        failures=$((failures + 1))
-    fi
-}
-eq() { [ "$1" = "$2" ]; }
-le() { [ "$1" -le "$2" ]; }
-ge() { [ "$1" -ge "$2" ]; }
 
 outage_s="$(((outage_end_ms - outage_start_ms) / 1000)).$(((outage_end_ms - outage_start_ms) % 1000 / 100))"
 echo "fault-postgres-restart accounting (run $RUN, fan-out job $JOB, $(date -u +%F)):"

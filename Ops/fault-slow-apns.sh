@@ -133,19 +133,6 @@ streams_bound=$((concurrency * loops + MAX_IN_FLIGHT))
 flood_floor_ms=$((FLOOD / MAX_IN_FLIGHT * LATENCY_MS))
 
 failures=0
-check() { # check DESCRIPTION CONDITION...
-    local description="$1"
-    shift
-    if "$@"; then
-        printf '  ok    %s\n' "$description"
-    else
-        printf '  FAIL  %s\n' "$description"
-        failures=$((failures + 1))
-    fi
-}
-eq() { [ "$1" = "$2" ]; }
-le() { [ "$1" -le "$2" ]; }
-ge() { [ "$1" -ge "$2" ]; }
 
 mb() { echo "$(($1 / 1024))"; }
 fanout_s="$((fanout_ms / 1000)).$((fanout_ms % 1000 / 100))"

@@ -163,18 +163,6 @@ send_rate="$(fl_psql "SELECT round((count(*) - 1) / greatest(extract(epoch FROM 
 wire="$(fl_tool status --address "$LB" --credential "$CREDENTIAL" --job "$JOB")"
 
 failures=0
-check() { # check DESCRIPTION CONDITION...
-    local description="$1"
-    shift
-    if "$@"; then
-        printf '  ok    %s\n' "$description"
-    else
-        printf '  FAIL  %s\n' "$description"
-        failures=$((failures + 1))
-    fi
-}
-eq() { [ "$1" = "$2" ]; }
-le() { [ "$1" -le "$2" ]; }
 
 echo "three-relays accounting (run $RUN, job $JOB, $(date -u +%F)):"
 echo "  HAProxy                               $LB -> ${RELAY_ADDRESS[A]} ${RELAY_ADDRESS[B]} ${RELAY_ADDRESS[C]}"

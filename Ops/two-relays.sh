@@ -122,18 +122,6 @@ rows_total="$(fl_psql "SELECT count(*) FROM deliveries WHERE tenant_id = 'circl'
 wire="$(fl_tool status --address "${RELAY_ADDRESS[B]}" --credential "$CREDENTIAL" --job "$JOB")"
 
 failures=0
-check() { # check DESCRIPTION CONDITION...
-    local description="$1"
-    shift
-    if "$@"; then
-        printf '  ok    %s\n' "$description"
-    else
-        printf '  FAIL  %s\n' "$description"
-        failures=$((failures + 1))
-    fi
-}
-eq() { [ "$1" = "$2" ]; }
-ge() { [ "$1" -ge "$2" ]; }
 
 echo "two-relays accounting (run $RUN, job $JOB, $(date -u +%F)):"
 echo "  devices registered                    $DEVICES"
