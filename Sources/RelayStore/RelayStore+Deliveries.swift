@@ -125,16 +125,17 @@ extension RelayStore {
         var start = records.startIndex
         while start < records.endIndex {
             let end = min(start + batchSize, records.endIndex)
-            let batch = try DeliveryColumnsBatch(records[start..<end])
+            let batch = records[start..<end]
+            let rows = try Self.copyRows(batch)
             do {
                 report.statements += 1
-                try await insert(batch)
+                try await insert(rows)
             } catch let error as PSQLError where Self.isMissingPartition(error) {
                 report.statements += 1
-                report.createdPartitions += try await ensurePartitions(for: batch.sentAt)
+                report.createdPartitions += try await ensurePartitions(for: batch.map(\.sentAt))
                 report.statements += 1
                 do {
-                    try await insert(batch)
+                    try await insert(rows)
                 } catch {
                     throw relayStoreFailure(error)
                 }
@@ -294,34 +295,47 @@ extension RelayStore {
         if let missing = unchecked.subtracting(found).sorted().first { throw .unknownTenant(missing) }
     }
 
-    /// Writes a batch with `COPY … FROM STDIN` (text format): one round trip, and far less work for the server
-    /// than an INSERT of the same rows.
-    private func insert(_ batch: DeliveryColumnsBatch) async throws {
-        var rows = ByteBuffer()
-        rows.reserveCapacity(batch.tenantID.count * 320)
-        for index in batch.tenantID.indices {
-            rows.writeCopyField(batch.tenantID[index])
-            rows.writeCopyField(batch.jobID[index])
-            rows.writeCopyField(batch.userID[index].isEmpty ? nil : batch.userID[index])
-            rows.writeCopyField(batch.token[index])
-            rows.writeCopyField(batch.apnsID[index].isEmpty ? nil : batch.apnsID[index])
-            rows.writeCopyField(batch.outcome[index])
-            rows.writeCopyField(batch.reason[index].isEmpty ? nil : batch.reason[index])
-            rows.writeCopyField(String(batch.attempt[index]))
-            rows.writeCopyTimestamp(batch.sentAt[index])
-            if batch.answered[index] {
-                rows.writeCopyTimestamp(batch.answeredAt[index])
-            } else {
-                rows.writeCopyField(nil)
-            }
-            rows.writeCopyField(batch.latency[index] >= 0 ? String(batch.latency[index]) : nil)
-            rows.writeCopyField(batch.notificationType[index].isEmpty ? nil : batch.notificationType[index], last: true)
-        }
+    /// Writes rows made by ``copyRows(_:)`` with `COPY … FROM STDIN` (text format): one round trip, and far
+    /// less work for the server than an INSERT of the same rows.
+    private func insert(_ rows: ByteBuffer) async throws {
         try await client.withConnection { connection in
             try await connection.copyFrom(table: "deliveries", columns: Self.copiedColumns, logger: logger) { writer in
                 try await writer.write(rows)
             }
         }
+    }
+
+    /// The `COPY` text rows of `records`, in the order of ``copiedColumns``; a record with an empty tenant or
+    /// job id, or an attempt out of range, refuses the whole batch.
+    private static func copyRows(_ records: ArraySlice<DeliveryRecord>) throws(RelayStoreError) -> ByteBuffer {
+        var rows = ByteBuffer()
+        rows.reserveCapacity(records.count * 320)
+        for record in records {
+            guard !record.tenantID.isEmpty, !record.jobID.isEmpty else {
+                throw .invalidDeliveries(reason: "a record has an empty tenant or job id")
+            }
+            guard record.attempt >= 0, record.attempt <= Int(Int32.max) else {
+                throw .invalidDeliveries(reason: "attempt \(record.attempt) is out of range")
+            }
+            rows.writeCopyField(record.tenantID)
+            rows.writeCopyField(record.jobID)
+            rows.writeCopyField(record.userID.flatMap { $0.isEmpty ? nil : $0 })
+            rows.writeCopyField(record.token.lowercased())
+            rows.writeCopyField(record.apnsID.flatMap { $0.isEmpty ? nil : $0 })
+            rows.writeCopyField(record.outcome.rawValue)
+            rows.writeCopyField(record.reason.flatMap { $0.isEmpty ? nil : $0 })
+            rows.writeCopyField(String(record.attempt))
+            rows.writeCopyTimestamp(record.sentAt)
+            if let answeredAt = record.answeredAt {
+                rows.writeCopyTimestamp(answeredAt)
+            } else {
+                rows.writeCopyField(nil)
+            }
+            let latency = record.latencyMilliseconds.map { min($0, Int(Int32.max)) }
+            rows.writeCopyField(latency.flatMap { $0 >= 0 ? String($0) : nil })
+            rows.writeCopyField(record.notificationType.flatMap { $0.isEmpty ? nil : $0 }, last: true)
+        }
+        return rows
     }
 
     private static let copiedColumns = [
@@ -369,47 +383,6 @@ extension RelayStore {
             return records
         } catch {
             throw relayStoreFailure(error)
-        }
-    }
-}
-
-/// One batch of delivery records as parallel arrays, one per column, for `UNNEST`.
-private struct DeliveryColumnsBatch {
-    var tenantID: [String] = []
-    var jobID: [String] = []
-    var userID: [String] = []
-    var token: [String] = []
-    var apnsID: [String] = []
-    var outcome: [String] = []
-    var reason: [String] = []
-    var attempt: [Int] = []
-    var sentAt: [Date] = []
-    var answered: [Bool] = []
-    var answeredAt: [Date] = []
-    var latency: [Int] = []
-    var notificationType: [String] = []
-
-    init(_ records: ArraySlice<DeliveryRecord>) throws(RelayStoreError) {
-        for record in records {
-            guard !record.tenantID.isEmpty, !record.jobID.isEmpty else {
-                throw .invalidDeliveries(reason: "a record has an empty tenant or job id")
-            }
-            guard record.attempt >= 0, record.attempt <= Int(Int32.max) else {
-                throw .invalidDeliveries(reason: "attempt \(record.attempt) is out of range")
-            }
-            tenantID.append(record.tenantID)
-            jobID.append(record.jobID)
-            userID.append(record.userID ?? "")
-            token.append(record.token.lowercased())
-            apnsID.append(record.apnsID ?? "")
-            outcome.append(record.outcome.rawValue)
-            reason.append(record.reason ?? "")
-            attempt.append(record.attempt)
-            sentAt.append(record.sentAt)
-            answered.append(record.answeredAt != nil)
-            answeredAt.append(record.answeredAt ?? record.sentAt)
-            latency.append(min(record.latencyMilliseconds ?? -1, Int(Int32.max)))
-            notificationType.append(record.notificationType ?? "")
         }
     }
 }
