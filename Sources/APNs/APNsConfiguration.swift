@@ -48,6 +48,11 @@ public struct APNsPoolConfiguration: Sendable {
     public var requestTimeout: TimeAmount = .seconds(30)
     /// How many attempts a retryable failure gets in all.
     public var maximumAttempts: Int = 5
+    /// How many times a request may be sent again at once without using an attempt: when APNs did not
+    /// process it (a refused stream, a stream beyond GOAWAY's last id) or it was lost with its connection
+    /// (a connection dropped with a thousand streams in flight must not use up their attempts). Within
+    /// ``requestTimeout`` too.
+    public var maximumResends: Int = 50
     /// Delays between attempts of a retryable request: 100 ms doubling to 5 s, with jitter.
     public var retryBackoff = ExponentialBackoff(first: .milliseconds(100), maximum: .seconds(5))
     /// Delays between failed connection attempts of a slot: 1 s doubling to 60 s, with jitter.

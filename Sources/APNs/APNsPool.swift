@@ -433,11 +433,13 @@ public final class APNsPool: @unchecked Sendable {
             retryLater(request, result, canRetry: canRetry)
         case .success:
             complete(request, result)
-        case .failure(.notProcessed):
-            // Never processed by APNs: safe to send again at once, within a bound.
+        case .failure(.notProcessed), .failure(.connectionLost):
+            // Never processed by APNs, or lost with its connection (APNs may or may not have it, and
+            // a connection taking hundreds of streams with it must not use up their attempts): sent
+            // again at once on another connection without using an attempt, within a bound.
             request.attempts -= 1
             request.requeues += 1
-            if canRetry && request.requeues <= 10 * configuration.maximumAttempts {
+            if canRetry && request.requeues <= configuration.maximumResends {
                 requeueNow(request)
             } else {
                 complete(request, result)

@@ -35,7 +35,7 @@ extension RelayStore {
         let dayAgo = now.addingTimeInterval(-86_400)
         do {
             var counts: [String: SentCount] = [:]
-            for try await (user, lastHour, lastDay) in try await client.query(
+            for try await (user, lastHour, lastDay) in try await database.query(
                 """
                 SELECT user_id,
                        (count(DISTINCT job_id) FILTER (WHERE sent_at > \(hourAgo)))::int8,

@@ -55,7 +55,7 @@ extension RelayStore {
         let id = UUID().uuidString.lowercased()
         let logger = self.logger
         do {
-            return try await client.withConnection { connection in
+            return try await database.withConnection { connection in
                 try await Self.requireTenant(tenant, on: connection, logger: logger)
                 var createdAt = Date()
                 for try await value in try await connection.query(
@@ -87,7 +87,7 @@ extension RelayStore {
         let prefix = String(secret.prefix(Self.credentialPrefixLength))
         var candidates: [(tenant: String, salt: Data, hash: Data)] = []
         do {
-            for try await row in try await client.query(
+            for try await row in try await database.query(
                 """
                 SELECT tenant_id, salt, hash FROM credentials
                 WHERE prefix = \(prefix) AND revoked_at IS NULL
@@ -113,7 +113,7 @@ extension RelayStore {
     public func listCredentials(tenant: String) async throws(RelayStoreError) -> [CredentialRecord] {
         let logger = self.logger
         do {
-            return try await client.withConnection { connection in
+            return try await database.withConnection { connection in
                 try await Self.requireTenant(tenant, on: connection, logger: logger)
                 var records: [CredentialRecord] = []
                 for try await (id, name, prefix, createdAt, revokedAt) in try await connection.query(
@@ -142,7 +142,7 @@ extension RelayStore {
     public func revokeCredential(tenant: String, id: String) async throws(RelayStoreError) {
         var found = false
         do {
-            for try await _ in try await client.query(
+            for try await _ in try await database.query(
                 """
                 UPDATE credentials SET revoked_at = coalesce(revoked_at, now())
                 WHERE tenant_id = \(tenant) AND id = \(id)

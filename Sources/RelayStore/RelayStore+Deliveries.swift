@@ -162,7 +162,7 @@ extension RelayStore {
         }
         do {
             var created: [String] = []
-            for try await name in try await client.query(
+            for try await name in try await database.query(
                 """
                 SELECT pushrelay_ensure_delivery_partition(
                     (\(around)::timestamptz AT TIME ZONE 'UTC')::date + day_offset)
@@ -185,7 +185,7 @@ extension RelayStore {
     public func dropDeliveryPartitions(olderThan: Date) async throws(RelayStoreError) -> [String] {
         do {
             var dropped: [String] = []
-            for try await name in try await client.query(
+            for try await name in try await database.query(
                 "SELECT pushrelay_drop_delivery_partitions(\(olderThan))",
                 logger: logger
             ).decode(String.self) {
@@ -201,7 +201,7 @@ extension RelayStore {
     public func deliveryPartitions() async throws(RelayStoreError) -> [String] {
         do {
             var names: [String] = []
-            for try await name in try await client.query(
+            for try await name in try await database.query(
                 """
                 SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                 WHERE i.inhparent = 'deliveries'::regclass ORDER BY c.relname
@@ -283,7 +283,7 @@ extension RelayStore {
         guard !unchecked.isEmpty else { return }
         var found: Set<String> = []
         do {
-            for try await id in try await client.query(
+            for try await id in try await database.query(
                 "SELECT id FROM tenants WHERE id = ANY(\(Array(unchecked))::text[])", logger: logger
             ).decode(String.self) {
                 found.insert(id)
@@ -298,7 +298,7 @@ extension RelayStore {
     /// Writes rows made by ``copyRows(_:)`` with `COPY … FROM STDIN` (text format): one round trip, and far
     /// less work for the server than an INSERT of the same rows.
     private func insert(_ rows: ByteBuffer) async throws {
-        try await client.withConnection { connection in
+        try await database.withConnection { connection in
             try await connection.copyFrom(table: "deliveries", columns: Self.copiedColumns, logger: logger) { writer in
                 try await writer.write(rows)
             }
@@ -346,7 +346,7 @@ extension RelayStore {
     private func ensurePartitions(for dates: [Date]) async throws(RelayStoreError) -> [String] {
         do {
             var created: [String] = []
-            for try await name in try await client.query(
+            for try await name in try await database.query(
                 """
                 SELECT pushrelay_ensure_delivery_partition(day)
                 FROM (SELECT DISTINCT (s AT TIME ZONE 'UTC')::date AS day FROM UNNEST(\(dates)::timestamptz[]) AS s) days
@@ -369,7 +369,7 @@ extension RelayStore {
     private func deliveryRows(_ query: PostgresQuery) async throws(RelayStoreError) -> [DeliveryRecord] {
         do {
             var records: [DeliveryRecord] = []
-            for try await row in try await client.query(query, logger: logger).decode(
+            for try await row in try await database.query(query, logger: logger).decode(
                 (String, String, String?, String, String?, String, String?, Int, Date, Date?, Int?).self)
             {
                 guard let outcome = DeliveryOutcome(rawValue: row.5) else {

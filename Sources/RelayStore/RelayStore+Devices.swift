@@ -179,7 +179,7 @@ extension RelayStore {
         let environment = registration.environment.rawValue
         let logger = self.logger
         do {
-            return try await client.withTransaction(logger: logger) { transaction in
+            return try await database.withTransaction(logger: logger) { transaction in
                 var tenantRow: (String, [String])?
                 for try await row in try await transaction.query(
                     """
@@ -349,7 +349,7 @@ extension RelayStore {
     public func devices(tenant: String, user: String) async throws(RelayStoreError) -> [DeviceRecord] {
         do {
             return try await Self.deviceRows(
-                client.query(
+                database.query(
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND user_id = \(user)
@@ -368,7 +368,7 @@ extension RelayStore {
         let token = try Self.normalizedToken(token)
         do {
             return try await Self.deviceRows(
-                client.query(
+                database.query(
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND token = \(token)
@@ -390,7 +390,7 @@ extension RelayStore {
         guard !users.isEmpty else { return [] }
         do {
             return try await Self.deviceRows(
-                client.query(
+                database.query(
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND active
@@ -412,7 +412,7 @@ extension RelayStore {
         guard !normalized.isEmpty else { return [] }
         do {
             return try await Self.deviceRows(
-                client.query(
+                database.query(
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND token = ANY(\(normalized)::text[]) AND active
@@ -476,7 +476,7 @@ extension RelayStore {
     private func deviceTargets(_ query: PostgresQuery) async throws(RelayStoreError) -> [DeviceTarget] {
         do {
             var targets: [DeviceTarget] = []
-            for try await (userID, token, environment, timeZone) in try await client.query(query, logger: logger)
+            for try await (userID, token, environment, timeZone) in try await database.query(query, logger: logger)
                 .decode((String, String, String, String?).self)
             {
                 guard let environment = TenantConfiguration.Environment(rawValue: environment) else {
@@ -495,7 +495,7 @@ extension RelayStore {
     public func deadTokenTimestamp(tenant: String, token: String) async throws(RelayStoreError) -> Date? {
         let token = try Self.normalizedToken(token)
         do {
-            for try await invalidatedAt in try await client.query(
+            for try await invalidatedAt in try await database.query(
                 "SELECT invalidated_at FROM dead_tokens WHERE tenant_id = \(tenant) AND token = \(token)",
                 logger: logger
             ).decode(Date.self) {
@@ -575,7 +575,7 @@ extension RelayStore {
     func countRows(_ query: PostgresQuery) async throws(RelayStoreError) -> Int {
         do {
             var count = 0
-            for try await _ in try await client.query(query, logger: logger).decode(Int.self) {
+            for try await _ in try await database.query(query, logger: logger).decode(Int.self) {
                 count += 1
             }
             return count

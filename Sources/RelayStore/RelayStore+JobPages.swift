@@ -63,7 +63,7 @@ extension RelayStore {
     public func claimJobForPlanning(owner: String, lease: Duration) async throws(RelayStoreError) -> JobRecord? {
         let seconds = Double(lease.components.seconds)
         do {
-            for try await columns in try await client.query(
+            for try await columns in try await database.query(
                 """
                 UPDATE jobs j SET planning_owner = \(owner),
                     planning_until = now() + \(seconds)::float8 * interval '1 second', updated_at = now()
@@ -107,7 +107,7 @@ extension RelayStore {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         let state = done ? "done" : "pending"
         do {
-            try await client.query(
+            try await database.query(
                 """
                 INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users, state, skipped)
                 VALUES (\(uuid), \(page), \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[], \(state), \(skipped))
@@ -143,7 +143,7 @@ extension RelayStore {
     public func claimJobPage(owner: String, lease: Duration) async throws(RelayStoreError) -> JobPage? {
         let seconds = Double(lease.components.seconds)
         do {
-            for try await (job, page, tenant, dueAt, tokens, users, claims) in try await client.query(
+            for try await (job, page, tenant, dueAt, tokens, users, claims) in try await database.query(
                 """
                 UPDATE job_pages p SET state = 'leased', lease_owner = \(owner),
                     lease_until = now() + \(seconds)::float8 * interval '1 second', claims = claims + 1
@@ -212,7 +212,7 @@ extension RelayStore {
         // The page number is the next free one; a concurrent writer taking it makes this try again.
         for _ in 0..<10 {
             do {
-                try await client.query(
+                try await database.query(
                     """
                     INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users)
                     SELECT \(uuid), coalesce(max(page), 0) + 1, \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[]
@@ -237,7 +237,7 @@ extension RelayStore {
     {
         var found: [String: DeliveryOutcome] = [:]
         do {
-            for try await (token, outcome) in try await client.query(
+            for try await (token, outcome) in try await database.query(
                 """
                 SELECT token, outcome FROM deliveries
                 WHERE tenant_id = \(tenant) AND job_id = \(jobID) AND token = ANY(\(tokens)::text[])
@@ -278,7 +278,7 @@ extension RelayStore {
     public func jobProgress(tenant: String, id: String) async throws(RelayStoreError) -> JobProgress? {
         guard let job = try await job(tenant: tenant, id: id), let uuid = UUID(uuidString: id) else { return nil }
         do {
-            for try await (planned, due, later) in try await client.query(
+            for try await (planned, due, later) in try await database.query(
                 """
                 SELECT (SELECT planned_at IS NOT NULL FROM jobs WHERE id = \(uuid)),
                        count(*) FILTER (WHERE state IN ('pending', 'leased') AND due_at <= now()),
@@ -302,7 +302,7 @@ extension RelayStore {
         guard let uuid = UUID(uuidString: id) else { return [] }
         var devices: [(token: String, user: String, dueAt: Date)] = []
         do {
-            for try await (tokens, users, dueAt) in try await client.query(
+            for try await (tokens, users, dueAt) in try await database.query(
                 """
                 SELECT tokens, users, due_at FROM job_pages
                 WHERE job_id = \(uuid) AND tenant_id = \(tenant) AND state = 'pending' AND due_at > now()
@@ -342,7 +342,7 @@ extension RelayStore {
     /// and the due time of the oldest pending due page nobody has claimed (`nil` when there is none).
     public func pagesDue() async throws(RelayStoreError) -> (due: Int, oldestUnclaimedDueAt: Date?) {
         do {
-            for try await (due, oldest) in try await client.query(
+            for try await (due, oldest) in try await database.query(
                 """
                 SELECT count(*)::int8,
                     min(q.due_at) FILTER (WHERE q.state = 'pending' OR q.lease_until < now())

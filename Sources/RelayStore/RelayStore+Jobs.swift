@@ -149,7 +149,7 @@ extension RelayStore {
             let id = UUID()
             var inserted: JobRecord?
             do {
-                for try await columns in try await client.query(
+                for try await columns in try await database.query(
                     """
                     INSERT INTO jobs AS j (id, tenant_id, notification_type, state, idempotency_key, request, send_at)
                     VALUES (
@@ -177,7 +177,7 @@ extension RelayStore {
             }
             var holder: (job: JobRecord, fresh: Bool)?
             do {
-                for try await row in try await client.query(
+                for try await row in try await database.query(
                     """
                     SELECT \(unescaped: Self.jobColumns),
                            created_at > now() - \(window)::int8 * interval '1 second'
@@ -294,7 +294,7 @@ extension RelayStore {
     func jobRows(_ query: PostgresQuery) async throws(RelayStoreError) -> [JobRecord] {
         do {
             var jobs: [JobRecord] = []
-            for try await columns in try await client.query(query, logger: logger).decode(JobColumns.self) {
+            for try await columns in try await database.query(query, logger: logger).decode(JobColumns.self) {
                 jobs.append(try Self.job(from: columns))
             }
             return jobs
@@ -308,7 +308,7 @@ extension RelayStore {
         guard let uuid = UUID(uuidString: jobID) else { return }
         let window = Self.idempotencyWindowSeconds
         do {
-            try await client.query(
+            try await database.query(
                 """
                 UPDATE jobs SET idempotency_key = NULL, updated_at = now()
                 WHERE tenant_id = \(tenant) AND id = \(uuid) AND idempotency_key = \(key)
@@ -328,7 +328,7 @@ extension RelayStore {
     /// there is none. With ``pagesDue()`` it gives the scheduled-job lag: work due that nobody is doing.
     public func oldestUnclaimedDueJob() async throws(RelayStoreError) -> Date? {
         do {
-            for try await (oldest, ) in try await client.query(
+            for try await (oldest, ) in try await database.query(
                 """
                 SELECT min(coalesce(send_at, created_at)) FROM jobs
                 WHERE planned_at IS NULL AND state IN ('accepted', 'scheduled')

@@ -214,7 +214,7 @@ extension RelayStore {
         let fingerprint = checked.fingerprint
         let logger = self.logger
         do {
-            return try await client.withConnection { connection in
+            return try await database.withConnection { connection in
                 try await connection.withTransaction(logger: logger) { transaction in
                     try await Self.requireTenant(tenant, on: transaction, logger: logger)
                     var newEnvironment = environment ?? .both
@@ -269,7 +269,7 @@ extension RelayStore {
     ) async throws(RelayStoreError) {
         let logger = self.logger
         do {
-            try await client.withConnection { connection in
+            try await database.withConnection { connection in
                 try await connection.withTransaction(logger: logger) { transaction in
                     var found = false
                     for try await _ in try await transaction.query(query, logger: logger).decode(String.self) {
@@ -289,7 +289,7 @@ extension RelayStore {
     )] {
         let logger = self.logger
         do {
-            return try await client.withConnection { connection in
+            return try await database.withConnection { connection in
                 try await Self.requireTenant(tenant, on: connection, logger: logger)
                 var rows: [(record: SigningKeyRecord, sealed: Data)] = []
                 for try await (

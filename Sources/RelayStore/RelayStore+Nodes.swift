@@ -14,18 +14,18 @@ extension RelayStore {
         let live = Double(Self.nodeLiveness.components.seconds)
         let forget = Double(Self.nodeForgetAfter.components.seconds)
         do {
-            try await client.query(
+            try await database.query(
                 """
                 INSERT INTO relay_nodes (id) VALUES (\(node))
                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
                 """,
                 logger: logger
             )
-            try await client.query(
+            try await database.query(
                 "DELETE FROM relay_nodes WHERE heartbeat_at < now() - \(forget)::float8 * interval '1 second'",
                 logger: logger
             )
-            for try await (count, ) in try await client.query(
+            for try await (count, ) in try await database.query(
                 """
                 SELECT count(*)::int8 FROM relay_nodes
                 WHERE heartbeat_at >= now() - \(live)::float8 * interval '1 second'
@@ -43,7 +43,7 @@ extension RelayStore {
     /// Removes relay `node`'s row: it stops, and no longer takes a share of the tenants' rates.
     public func removeNode(_ node: String) async throws(RelayStoreError) {
         do {
-            try await client.query("DELETE FROM relay_nodes WHERE id = \(node)", logger: logger)
+            try await database.query("DELETE FROM relay_nodes WHERE id = \(node)", logger: logger)
         } catch {
             throw relayStoreFailure(error)
         }

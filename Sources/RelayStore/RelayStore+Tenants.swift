@@ -57,7 +57,7 @@ extension RelayStore {
         }
         let logger = self.logger
         do {
-            return try await client.withConnection { connection in
+            return try await database.withConnection { [seen, documents] connection in
                 try await connection.withTransaction(logger: logger) { transaction in
                     try await transaction.query("LOCK TABLE tenants IN SHARE ROW EXCLUSIVE MODE", logger: logger)
                     var existing = Set<String>()
@@ -125,7 +125,7 @@ extension RelayStore {
     public func setTenantEnabled(id: String, enabled: Bool) async throws(RelayStoreError) {
         var found = false
         do {
-            for try await _ in try await client.query(
+            for try await _ in try await database.query(
                 """
                 UPDATE tenants
                 SET enabled = \(enabled), updated_at = CASE WHEN enabled = \(enabled) THEN updated_at ELSE now() END
@@ -162,7 +162,7 @@ extension RelayStore {
                 } else {
                     "SELECT id, display_name, enabled, config::text, created_at, updated_at FROM tenants ORDER BY id"
                 }
-            for try await row in try await client.query(query, logger: logger).decode(
+            for try await row in try await database.query(query, logger: logger).decode(
                 (String, String?, Bool, String, Date, Date).self)
             {
                 rows.append(row)

@@ -42,7 +42,7 @@ extension RelayStore {
         let types = settings.keys.sorted()
         let enabled = types.map { settings[$0] ?? true }
         do {
-            try await client.query(
+            try await database.query(
                 """
                 INSERT INTO preferences (tenant_id, user_id, notification_type, enabled)
                 SELECT \(tenant), \(user), t, e FROM UNNEST(\(types)::text[], \(enabled)::bool[]) AS x (t, e)
@@ -68,7 +68,7 @@ extension RelayStore {
         guard !users.isEmpty else { return [:] }
         do {
             var settings: [String: [String: Bool]] = [:]
-            for try await (user, type, enabled) in try await client.query(
+            for try await (user, type, enabled) in try await database.query(
                 """
                 SELECT user_id, notification_type, enabled FROM preferences
                 WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[])
@@ -101,7 +101,7 @@ extension RelayStore {
         let (kind, value) = try Self.muteTarget(user: user, threadID: threadID, scope: scope)
         do {
             var stored: MuteRecord?
-            for try await (kind, value, until) in try await client.query(
+            for try await (kind, value, until) in try await database.query(
                 """
                 INSERT INTO mutes (tenant_id, user_id, kind, value, until)
                 VALUES (\(tenant), \(user), \(kind), \(value), \(until))
@@ -151,7 +151,7 @@ extension RelayStore {
         guard !users.isEmpty else { return [] }
         do {
             var records: [MuteRecord] = []
-            for try await (user, kind, value, until) in try await client.query(
+            for try await (user, kind, value, until) in try await database.query(
                 """
                 SELECT user_id, kind, value, until FROM mutes
                 WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[])
@@ -185,7 +185,7 @@ extension RelayStore {
         guard !threadID.isEmpty else { throw .invalidArgument("the thread id is empty") }
         do {
             if let until {
-                try await client.query(
+                try await database.query(
                     """
                     INSERT INTO presence (tenant_id, user_id, thread_id, until)
                     VALUES (\(tenant), \(user), \(threadID), \(until))
@@ -194,7 +194,7 @@ extension RelayStore {
                     logger: logger
                 )
             } else {
-                try await client.query(
+                try await database.query(
                     """
                     DELETE FROM presence WHERE tenant_id = \(tenant) AND user_id = \(user) AND thread_id = \(threadID)
                     """,
@@ -223,7 +223,7 @@ extension RelayStore {
         guard !users.isEmpty else { return [:] }
         do {
             var threads: [String: [String: Date]] = [:]
-            for try await (user, thread, until) in try await client.query(
+            for try await (user, thread, until) in try await database.query(
                 """
                 SELECT user_id, thread_id, until FROM presence
                 WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND until > \(now)

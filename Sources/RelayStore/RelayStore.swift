@@ -1,4 +1,5 @@
 public import Logging
+import NIOPosix
 public import PostgresNIO
 
 /// The relay's PostgreSQL store: a connection pool and the schema's migrations.
@@ -11,6 +12,9 @@ public struct RelayStore: Sendable {
 
     /// The underlying postgres-nio client.
     public let client: PostgresClient
+    /// The client behind the configuration's call deadline, for every call but migrations, maintenance and
+    /// load-test setup.
+    let database: DeadlineClient
     /// The migrations this store applies, in order.
     public let migrations: [Migration]
     let logger: Logger
@@ -25,6 +29,9 @@ public struct RelayStore: Sendable {
     ///   - logger: Where queries and connection events are logged.
     public init(configuration: Configuration, migrations: [Migration] = Migration.all, logger: Logger) {
         self.client = PostgresClient(configuration: Self.pooled(configuration.postgres), backgroundLogger: logger)
+        self.database = DeadlineClient(
+            client: client, deadline: configuration.callDeadline, eventLoop: MultiThreadedEventLoopGroup.singleton.any()
+        )
         self.migrations = migrations.sorted { $0.version < $1.version }
         self.logger = logger
     }

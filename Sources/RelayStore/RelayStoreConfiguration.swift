@@ -1,4 +1,5 @@
 import Foundation
+public import NIOCore
 import NIOSSL
 public import PostgresNIO
 
@@ -7,6 +8,10 @@ extension RelayStore {
     public struct Configuration: Sendable {
         /// postgres-nio's client configuration, for settings this type does not cover.
         public var postgres: PostgresClient.Configuration
+        /// How long one store call may wait for PostgreSQL (a connection and the first answer) before it
+        /// fails with ``RelayStoreError/databaseUnavailable(_:)``; migrations, maintenance and load-test
+        /// setup are not bounded by it.
+        public var callDeadline: TimeAmount = .seconds(15)
 
         /// Wraps a ready postgres-nio client configuration.
         public init(postgres: PostgresClient.Configuration) {

@@ -284,11 +284,12 @@ struct EngineTests {
         }
     }
 
-    @Test func droppedConnectionsAreReplaced() async throws {
+    @Test func droppedConnectionsAreReplacedAndTheirRequestsSentAgain() async throws {
         try await Harness.run(configure: { $0.faults.dropConnectionAfter = 100 }) { h in
-            let pool = try await h.pool { $0.maximumAttempts = 10 }
-            let reports = try await Harness.sendAll(pool, count: 500)
-            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            // One attempt each: requests lost with a dropped connection are sent again without using one.
+            let pool = try await h.pool { $0.maximumAttempts = 1 }
+            let reports = try await Harness.sendAll(pool, count: 1000)
+            #expect(reports.allSatisfy { $0.outcome == .delivered && $0.attempts == 1 })
             #expect(h.simulator.statistics().connectionsDropped >= 1)
             #expect(try await pool.snapshot().connectionsOpened > 2)
             await pool.shutdown()
