@@ -18,7 +18,11 @@
 #      relays behind HAProxy, the tenant's rate shared)
 #   8. Ops/smoke-loadtest.sh: `pushrelay loadtest` with a few thousand devices; its report is checked for
 #      completeness and consistency (every accepted notification accounted for), not for speed
-#   (the fault runs of issue 7, Ops/fault-*.sh, are run by hand for now: README, "Fault runs")
+#   9. the fault runs of issue 7, small: Ops/fault-apns-errors.sh (500/503, GOAWAY, dropped connections,
+#      refused streams; 3,000 devices), Ops/fault-postgres-restart.sh (PostgreSQL restarted during a
+#      fan-out and single sends), Ops/fault-slow-apns.sh (APNs at 500 ms: RSS, back-pressure; 3,000
+#      devices) and Ops/fault-node-killed.sh (one of three relays killed; 3,000 devices), each printing
+#      and checking its accounting (Ops/crash-test.sh in step 7 is point 8)
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -141,8 +145,23 @@ step="smoke-loadtest"
 log "Ops/smoke-loadtest.sh"
 bash "$ROOT/Ops/smoke-loadtest.sh" "$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
 
+# --- 9. the fault runs of issue 7, small ----------------------------------------------------------
+bin="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
+step="fault-apns-errors"
+log "Ops/fault-apns-errors.sh"
+PUSHRELAY_BIN="$bin" FAULT_DEVICES="${FAULT_DEVICES:-3000}" FAULT_TIMEOUT=900 bash "$ROOT/Ops/fault-apns-errors.sh"
+step="fault-postgres-restart"
+log "Ops/fault-postgres-restart.sh"
+PUSHRELAY_BIN="$bin" PG_DEVICES="${PG_DEVICES:-3000}" bash "$ROOT/Ops/fault-postgres-restart.sh"
+step="fault-slow-apns"
+log "Ops/fault-slow-apns.sh"
+PUSHRELAY_BIN="$bin" SLOW_DEVICES="${SLOW_DEVICES:-3000}" bash "$ROOT/Ops/fault-slow-apns.sh"
+step="fault-node-killed"
+log "Ops/fault-node-killed.sh"
+PUSHRELAY_BIN="$bin" NODE_DEVICES="${NODE_DEVICES:-3000}" bash "$ROOT/Ops/fault-node-killed.sh"
+
 step="done"
 printf '
-test.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash, two and three relays and load-test smoke passed in %ds
+test.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash, two and three relays, load-test smoke and fault runs passed in %ds
 ' \
     "${*:+ $*}" "$(($(date +%s) - started))"

@@ -1,3 +1,4 @@
+public import RelayStore
 import Synchronization
 
 /// The monotonic clock the limiters read and sleep on; tests inject one that counts its sleeps.
@@ -134,11 +135,15 @@ public final class RequestLimiter: Sendable {
 }
 
 /// This process's share of each tenant's `notifications_per_second` among the relay processes on one
-/// database: each of the live relays paces a tenant at the rate divided by their number (rounded down, at
-/// least 1), so together they stay within it. ``RelayService/runHeartbeat(node:every:share:)`` keeps the
-/// number current from the `relay_nodes` heartbeats.
+/// database, so that together they stay within it. A tenant whose pages are being sent is shared by demand:
+/// a relay holding `mine` of the `all` pages leased for it paces at `rate × mine / all`, so a relay that
+/// holds most of a job's pages gets most of the rate, and relays with no page of the tenant take none of it.
+/// Until the heartbeat has seen this relay hold a page of the tenant, it paces at the rate divided by the
+/// live relays (rounded down, at least 1). ``RelayService/runHeartbeat(node:every:share:)`` keeps both
+/// current from the heartbeats (`relay_nodes`) and page leases (`job_pages`) every 2 s; in between, shares
+/// computed at different instants may add up to a little more than the rate.
 public final class RelayShare: Sendable {
-    private let live = Atomic<Int>(1)
+    private let state = Mutex<NodeHeartbeat>(NodeHeartbeat(liveRelays: 1, leasedPages: [:]))
 
     /// The share of the pacers of this process (a relay runs one per process).
     public static let process = RelayShare()
@@ -148,17 +153,25 @@ public final class RelayShare: Sendable {
 
     /// The live relays the rate is divided among (at least 1).
     public var liveRelays: Int {
-        live.load(ordering: .relaxed)
+        state.withLock { $0.liveRelays }
     }
 
-    /// Divides the rates among `count` live relays (at least 1) from now on.
-    public func update(liveRelays count: Int) {
-        live.store(max(1, count), ordering: .relaxed)
+    /// Takes a heartbeat's findings: the live relays (at least 1) and each tenant's leased pages.
+    public func update(_ heartbeat: NodeHeartbeat) {
+        var heartbeat = heartbeat
+        heartbeat.liveRelays = max(1, heartbeat.liveRelays)
+        state.withLock { $0 = heartbeat }
     }
 
-    /// This relay's part of `rate`: `rate` / live relays, rounded down, at least 1.
-    public func part(of rate: Int) -> Int {
-        max(1, rate / liveRelays)
+    /// This relay's part of `tenant`'s `rate`: by its leased pages when it holds some, else `rate` / live
+    /// relays; rounded down, at least 1.
+    public func part(of rate: Int, tenant: String) -> Int {
+        state.withLock { state in
+            if let pages = state.leasedPages[tenant], pages.mine > 0, pages.all >= pages.mine {
+                return max(1, rate * pages.mine / pages.all)
+            }
+            return max(1, rate / state.liveRelays)
+        }
     }
 }
 
@@ -204,7 +217,7 @@ public final class TenantPacer: Sendable {
     /// Reserves `count` sends of `tenant` at this relay's share of `rate`: the instant it did so, and how long
     /// after it the caller may use them (`.zero`: at once).
     func reserve(tenant: String, rate: Int, count: Int) -> (now: ContinuousClock.Instant, wait: Duration) {
-        let rate = share.part(of: max(rate, 1))
+        let rate = share.part(of: max(rate, 1), tenant: tenant)
         let interval = Duration.seconds(1) / rate
         let burst = burstSize(rate: rate)
         let now = clock.now

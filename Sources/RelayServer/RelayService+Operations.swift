@@ -41,20 +41,21 @@ extension RelayService {
         return await pools.notReadyReason()
     }
 
-    /// Beats relay `node`'s heartbeat in `relay_nodes` every `interval` and divides the tenants' rates in
-    /// `share` among the live relays, until the calling task is cancelled; then removes the node's row, so
-    /// the others take its share at their next beat. A failed beat keeps the last count.
-    public func runHeartbeat(node: String, every interval: Duration = .seconds(5), share: RelayShare = .process) async {
+    /// Beats relay `node`'s heartbeat in `relay_nodes` every `interval` and gives `share` what it saw (the
+    /// live relays, each tenant's leased pages), until the calling task is cancelled; then removes the
+    /// node's row, so the others take its share at their next beat. A failed beat keeps the last findings.
+    /// `node` is the fan-out worker's lease owner name, so that the pages it holds are counted as its own.
+    public func runHeartbeat(node: String, every interval: Duration = .seconds(2), share: RelayShare = .process) async {
         while !Task.isCancelled {
             do {
-                let live = try await store.heartbeat(node: node)
-                if live != share.liveRelays {
+                let beat = try await store.heartbeat(node: node)
+                if beat.liveRelays != share.liveRelays {
                     logger.info(
                         "live relays changed; each paces its share of the tenants' rates",
-                        metadata: ["node": "\(node)", "relays": "\(live)"]
+                        metadata: ["node": "\(node)", "relays": "\(beat.liveRelays)"]
                     )
                 }
-                share.update(liveRelays: live)
+                share.update(beat)
             } catch {
                 logger.warning("heartbeat failed", metadata: ["node": "\(node)", "error": "\(error)"])
             }

@@ -191,10 +191,6 @@ extension ServeSettings {
             }
         )
         let retentionDays = self.retentionDays
-        // This process in relay_nodes: the live relays share each tenant's notifications_per_second.
-        let node =
-            "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-"
-            + UUID().uuidString.prefix(8).lowercased()
         var operatorServer: OperatorHTTPServer?
         if let metricsAddress = RelayAddress(metricsListen) {
             // Relaying matters more than its metrics: a port already taken (a second relay on the same host
@@ -249,7 +245,8 @@ extension ServeSettings {
                     }
                 }
             ),
-            RelayPart("node heartbeat", work: { await service.runHeartbeat(node: node) }),
+            // This process in relay_nodes, by its lease owner name: the relays share each tenant's rate.
+            RelayPart("node heartbeat", work: { await service.runHeartbeat(node: service.worker.owner) }),
             RelayPart("metrics sampler", work: { await service.recordMetrics(every: .seconds(5)) }),
             RelayPart("fan-out worker", work: { await service.runFanOut() }),
         ]

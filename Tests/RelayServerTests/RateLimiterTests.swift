@@ -1,3 +1,4 @@
+import RelayStore
 import Synchronization
 import Testing
 
@@ -177,13 +178,34 @@ struct RateLimiterTests {
         let pacer = TenantPacer(burstWindow: .milliseconds(50), share: share, clock: clock)
         // One relay: 1,000 sends at 1,000/s with a burst of 50 owe 950 ms.
         #expect(pacer.reserve(tenant: "circl", rate: 1_000, count: 1_000).wait == .milliseconds(950))
-        share.update(liveRelays: 3)
-        #expect(share.part(of: 1_000) == 333)
-        #expect(share.part(of: 2) == 1)
+        share.update(NodeHeartbeat(liveRelays: 3, leasedPages: [:]))
+        #expect(share.part(of: 1_000, tenant: "circl") == 333)
+        #expect(share.part(of: 2, tenant: "circl") == 1)
         // Three: 333/s with a burst of 16, so 1,000 sends owe 984 intervals of 1/333 s.
         #expect(pacer.reserve(tenant: "argus", rate: 1_000, count: 1_000).wait == .seconds(1) / 333 * 984)
-        share.update(liveRelays: 0)
+        share.update(NodeHeartbeat(liveRelays: 0, leasedPages: [:]))
         #expect(share.liveRelays == 1)
+    }
+
+    @Test("relays share a tenant's rate by the pages each holds; without a page of it, by the live relays")
+    func shareByDemand() {
+        let share = RelayShare()
+        share.update(
+            NodeHeartbeat(
+                liveRelays: 3,
+                leasedPages: [
+                    "circl": LeasedPages(mine: 3, all: 4), "argus": LeasedPages(mine: 0, all: 5),
+                    "anky": LeasedPages(mine: 1, all: 1000),
+                ]
+            )
+        )
+        #expect(share.part(of: 500, tenant: "circl") == 375)
+        #expect(share.part(of: 500, tenant: "argus") == 166)
+        #expect(share.part(of: 500, tenant: "familyportal") == 166)
+        #expect(share.part(of: 500, tenant: "anky") == 1)
+        // The pacer follows: circl at 375/s (burst 18) owes 1,000 - 18 intervals of 1/375 s.
+        let pacer = TenantPacer(burstWindow: .milliseconds(50), share: share, clock: ManualLimiterClock())
+        #expect(pacer.reserve(tenant: "circl", rate: 500, count: 1_000).wait == .seconds(1) / 375 * 982)
     }
 
     @Test("pacer on the real clock: 2,000 sends at 1,000/s from 8 tasks take at least 1.5 s")
