@@ -10,7 +10,7 @@ import Synchronization
 /// postgres-nio 1.33.2 can leave a request waiting for a connection forever when the connection it was
 /// waiting for fails as the server stops (vapor/postgres-nio#657); the caller, a backend's Send among them,
 /// would never be answered. So each call runs in a task of its own, and a timer on an event loop cancels
-/// that task at the deadline; cancelling ends a wait for a connection at once. The timer is a NIO scheduled
+/// that task at the deadline and answers the caller at once, whatever the task does. The timer is a NIO scheduled
 /// task, cancelled when the call ends: no sleeping Swift task is left behind per call (a cancelled
 /// `Task.sleep` keeps its memory until its deadline, which at hundreds of calls a second adds up).
 ///
@@ -49,36 +49,68 @@ struct DeadlineClient: Sendable {
         }
     }
 
-    /// Runs `operation` in a task of its own that is cancelled at the deadline, or when the caller is.
+    /// Runs `operation` in a task of its own and answers with its result, or with `databaseUnavailable` at
+    /// the deadline, whichever comes first; at the deadline the task is cancelled and left to end on its own
+    /// (a query on a connection that died unnoticed may never end). A cancelled caller cancels the task.
     private func withDeadline<Result: Sendable>(
         _ operation: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
-        let task = Task { try await operation() }
-        let expired = ExpiryFlag()
+        let race = FirstAnswer<Result>()
+        let task = Task {
+            do {
+                race.answer(.success(try await operation()))
+            } catch {
+                race.answer(.failure(error))
+            }
+        }
+        let milliseconds = deadline.nanoseconds / 1_000_000
         let timer = eventLoop.scheduleTask(in: deadline) {
-            expired.set()
+            race.answer(
+                .failure(RelayStoreError.databaseUnavailable("PostgreSQL did not answer within \(milliseconds) ms")))
             task.cancel()
         }
         defer { timer.cancel() }
-        do {
-            return try await withTaskCancellationHandler {
-                try await task.value
-            } onCancel: {
-                task.cancel()
-            }
-        } catch {
-            guard expired.isSet else { throw error }
-            let milliseconds = deadline.nanoseconds / 1_000_000
-            throw RelayStoreError.databaseUnavailable("PostgreSQL did not answer within \(milliseconds) ms")
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in race.wait(continuation) }
+        } onCancel: {
+            task.cancel()
         }
     }
 }
 
-/// Whether a call's deadline passed.
-private final class ExpiryFlag: Sendable {
-    private let value = Atomic<Bool>(false)
+/// The first of several answers to one call: the operation's result or its deadline.
+private final class FirstAnswer<Value: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Value, any Error>?
+        var answer: Result<Value, any Error>?
+        var resumed = false
+    }
 
-    var isSet: Bool { value.load(ordering: .acquiring) }
+    private let state = Mutex(State())
 
-    func set() { value.store(true, ordering: .releasing) }
+    /// Takes `answer` if it is the first; resumes the waiting caller, if it waits already.
+    func answer(_ answer: Result<Value, any Error>) {
+        let waiting: CheckedContinuation<Value, any Error>? = state.withLock { state in
+            guard state.answer == nil else { return nil }
+            state.answer = answer
+            guard let continuation = state.continuation else { return nil }
+            state.continuation = nil
+            state.resumed = true
+            return continuation
+        }
+        waiting?.resume(with: answer)
+    }
+
+    /// Waits for the first answer (resumed at once when it came already).
+    func wait(_ continuation: CheckedContinuation<Value, any Error>) {
+        let answer: Result<Value, any Error>? = state.withLock { state in
+            guard let answer = state.answer, !state.resumed else {
+                state.continuation = continuation
+                return nil
+            }
+            state.resumed = true
+            return answer
+        }
+        if let answer { continuation.resume(with: answer) }
+    }
 }
