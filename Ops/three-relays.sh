@@ -18,7 +18,8 @@
 #   6. the accounting, each line checked: every relay got client connections through HAProxy and sent
 #      pages; every page claimed once; every token received exactly once; delivered rows == tokens received;
 #      the job completed (psql, and JobStatus through HAProxy); three live relays in relay_nodes; and the
-#      three together sent at most circl's 500 notifications/s (each paced at 500 / 3)
+#      three together sent at most circl's 500 notifications/s (each paced at its share of the pages leased
+#      for circl, or at 500 / 3 before its heartbeat saw one)
 #
 # Environment:
 #   PUSHRELAY_BIN       the relay binary (default .build/debug/pushrelay)
@@ -166,7 +167,7 @@ failures=0
 
 echo "three-relays accounting (run $RUN, job $JOB, $(date -u +%F)):"
 echo "  HAProxy                               $LB -> ${RELAY_ADDRESS[A]} ${RELAY_ADDRESS[B]} ${RELAY_ADDRESS[C]}"
-echo "  live relays in relay_nodes            $live_nodes (each paces circl at $RATE / 3 = $((RATE / 3))/s)"
+echo "  live relays in relay_nodes            $live_nodes (circl's $RATE/s shared by the pages each relay holds)"
 for name in A B C; do
     printf '  relay %s (pid %s)                   %s client connections, %s pages\n' "$name" "${RELAY_PID[$name]}" \
         "${CONNECTIONS[$name]}" "${PAGES[$name]}"
