@@ -380,78 +380,114 @@ private struct PageSender {
 
     /// Sends to `devices`, at most ``FanOutWorker/concurrency`` at once and paced to the tenant's rate,
     /// writing the answers every ``FanOutWorker/recordBatch``.
+    ///
+    /// No task per notification: each request is handed to its pool as a future whose answer the pool's event
+    /// loop drops into an ``AnswerInbox``, and this task takes the answers in batches (whatever came while it
+    /// was recording or pacing). The pools are looked up once per environment and page.
     private func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws {
         let rate = tenant.rateLimits.notificationsPerSecond
+        let inbox = AnswerInbox()
+        var poolByEnvironment: [APNsEnvironment: Result<APNsPool, ProtocolError>] = [:]
+        var inFlight: [Int: (record: DeliveryRecord, device: DeviceTarget, started: ContinuousClock.Instant)] = [:]
+        inFlight.reserveCapacity(FanOutWorker.concurrency)
         var pending: [DeliveryRecord] = []
         var outcomes: [DeliveryOutcome] = []
         var latencies: [Duration] = []
-        try await withThrowingTaskGroup(of: (DeliveryRecord, Duration?).self) { group in
-            var next = devices.startIndex
-            var running = 0
-            func startMore() async {
-                while running < FanOutWorker.concurrency, next < devices.endIndex, !lost() {
-                    await pacer.acquire(tenant: page.tenantID, rate: rate)
-                    let device = devices[next]
-                    next += 1
-                    running += 1
-                    group.addTask { await self.deliver(device) }
+        var next = devices.startIndex
+        while true {
+            while inFlight.count < FanOutWorker.concurrency, next < devices.endIndex, !lost() {
+                await pacer.acquire(tenant: page.tenantID, rate: rate)
+                let index = next
+                let device = devices[index]
+                next += 1
+                let sentAt = Date()
+                var record = DeliveryRecord(
+                    tenantID: page.tenantID, jobID: page.jobID, userID: device.userID, token: device.token,
+                    outcome: .configurationFault, attempt: 1, sentAt: sentAt, notificationType: plan.notificationType
+                )
+                guard plan.environments.contains(device.environment) else {
+                    record.reason = "EnvironmentNotConfigured"
+                    record.answeredAt = sentAt
+                    pending.append(record)
+                    continue
+                }
+                if poolByEnvironment[device.environment] == nil {
+                    do throws(ProtocolError) {
+                        poolByEnvironment[device.environment] = .success(
+                            try await pools.pool(tenant: page.tenantID, environment: device.environment)
+                        )
+                    } catch {
+                        poolByEnvironment[device.environment] = .failure(error)
+                    }
+                }
+                switch poolByEnvironment[device.environment] {
+                case .success(let pool):
+                    let notification = APNsNotification(
+                        deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType,
+                        priority: plan.priority, expiration: plan.expiration(now: sentAt), collapseID: plan.collapseID,
+                        payload: plan.payload
+                    )
+                    inFlight[index] = (record, device, ContinuousClock.now)
+                    pool.sendFuture(notification).whenComplete { result in
+                        inbox.put(Answer(index: index, result: result, at: ContinuousClock.now))
+                    }
+                case .failure(let error):
+                    record.outcome = .retryLater
+                    record.reason = error.message
+                    record.answeredAt = Date()
+                    pending.append(record)
+                case nil:
+                    preconditionFailure("a pool lookup for every environment before its first send")
                 }
             }
-            await startMore()
-            while let (record, latency) = try await group.next() {
-                running -= 1
-                pending.append(record)
-                outcomes.append(record.outcome)
-                if let latency { latencies.append(latency) }
-                if pending.count >= FanOutWorker.recordBatch {
-                    try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch)
-                    RelayMetrics.writeBatch(pending.count)
-                    RelayMetrics.notifications(pending)
-                    RelayMetrics.apnsLatencies(latencies)
-                    pending.removeAll(keepingCapacity: true)
-                    latencies.removeAll(keepingCapacity: true)
+            if inFlight.isEmpty && pending.count < FanOutWorker.recordBatch { break }
+            if !inFlight.isEmpty {
+                for answer in await inbox.take() {
+                    guard let (record, device, started) = inFlight.removeValue(forKey: answer.index) else { continue }
+                    pending.append(
+                        await finish(record, device: device, answer: answer, started: started, latencies: &latencies))
                 }
-                await startMore()
+            }
+            if pending.count >= FanOutWorker.recordBatch {
+                try await record(pending, latencies: latencies, outcomes: &outcomes)
+                pending.removeAll(keepingCapacity: true)
+                latencies.removeAll(keepingCapacity: true)
             }
         }
         if !pending.isEmpty {
-            try await store.recordDeliveries(pending, batchSize: FanOutWorker.recordBatch)
-            RelayMetrics.writeBatch(pending.count)
-            RelayMetrics.notifications(pending)
-            RelayMetrics.apnsLatencies(latencies)
+            try await record(pending, latencies: latencies, outcomes: &outcomes)
         }
         for outcome in outcomes { count(outcome, into: &counts) }
     }
 
-    /// Sends to one device; returns its row and, when APNs answered, how long that took.
-    private func deliver(_ device: DeviceTarget) async -> (DeliveryRecord, Duration?) {
-        let sentAt = Date()
-        var record = DeliveryRecord(
-            tenantID: page.tenantID, jobID: page.jobID, userID: device.userID, token: device.token,
-            outcome: .configurationFault, attempt: 1, sentAt: sentAt, notificationType: plan.notificationType
-        )
-        guard plan.environments.contains(device.environment) else {
-            record.reason = "EnvironmentNotConfigured"
-            record.answeredAt = sentAt
-            return (record, nil)
-        }
-        var latency: Duration?
-        let notification = APNsNotification(
-            deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType, priority: plan.priority,
-            expiration: plan.expiration(now: sentAt), collapseID: plan.collapseID, payload: plan.payload
-        )
-        do {
-            let pool = try await pools.pool(tenant: page.tenantID, environment: device.environment)
-            let started = ContinuousClock.now
-            let report = try await pool.send(notification)
-            latency = ContinuousClock.now - started
-            let answeredAt = Date()
+    /// Writes a batch of rows and its metrics.
+    private func record(
+        _ rows: [DeliveryRecord], latencies: [Duration], outcomes: inout [DeliveryOutcome]
+    ) async throws {
+        try await store.recordDeliveries(rows, batchSize: FanOutWorker.recordBatch)
+        RelayMetrics.writeBatch(rows.count)
+        RelayMetrics.notifications(rows)
+        RelayMetrics.apnsLatencies(latencies)
+        outcomes.append(contentsOf: rows.lazy.map(\.outcome))
+    }
+
+    /// The row of one answered send; a dead token is deactivated and announced, a delivery announced to
+    /// receipt subscribers.
+    private func finish(
+        _ record: DeliveryRecord, device: DeviceTarget, answer: Answer, started: ContinuousClock.Instant,
+        latencies: inout [Duration]
+    ) async -> DeliveryRecord {
+        var record = record
+        let answeredAt = Date()
+        record.answeredAt = answeredAt
+        switch answer.result {
+        case .success(let report):
+            latencies.append(answer.at - started)
             record.outcome = DeliveryOutcome(report.outcome)
             record.apnsID = report.response?.apnsID
             record.reason = report.response?.reason?.rawValue ?? report.failure.map { "\($0)" }
             record.attempt = max(report.attempts, 1)
-            record.answeredAt = answeredAt
-            record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(sentAt) * 1000)
+            record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(record.sentAt) * 1000)
             if report.outcome == .tokenDead {
                 let timestamp = report.response?.timestampMilliseconds.map(Date.init(unixMilliseconds:)) ?? answeredAt
                 await tokenDied(device, reason: record.reason ?? "", at: timestamp)
@@ -460,16 +496,11 @@ private struct PageSender {
                 event.receipt = Pushrelay_V1_Delivery(record)
                 results.publish(event, tenant: page.tenantID)
             }
-        } catch let error as ProtocolError {
-            record.outcome = .retryLater
-            record.reason = error.message
-            record.answeredAt = Date()
-        } catch {
+        case .failure(let error):
             record.outcome = .retryLater
             record.reason = "\(error)"
-            record.answeredAt = Date()
         }
-        return (record, latency)
+        return record
     }
 
     private func tokenDied(_ device: DeviceTarget, reason: String, at timestamp: Date) async {
@@ -483,6 +514,46 @@ private struct PageSender {
         var event = Pushrelay_V1_ResultEvent()
         event.deadToken = dead
         results.publish(event, tenant: page.tenantID)
+    }
+}
+
+/// One APNs answer for a page: the index of its device, the pool's report (or why there is none), and when
+/// it came.
+private struct Answer: Sendable {
+    var index: Int
+    var result: Result<APNsDeliveryReport, any Error>
+    var at: ContinuousClock.Instant
+}
+
+/// Where the pools' event loops leave a page's answers for the page's task, which takes them in batches.
+private final class AnswerInbox: Sendable {
+    private let state = Mutex<(answers: [Answer], taker: CheckedContinuation<[Answer], Never>?)>(([], nil))
+
+    /// Leaves an answer; wakes the task when it waits.
+    func put(_ answer: Answer) {
+        let (taker, answers) = state.withLock { state -> (CheckedContinuation<[Answer], Never>?, [Answer]) in
+            state.answers.append(answer)
+            guard let taker = state.taker else { return (nil, []) }
+            state.taker = nil
+            defer { state.answers = [] }
+            return (taker, state.answers)
+        }
+        taker?.resume(returning: answers)
+    }
+
+    /// Every answer left so far, waiting for the first when there is none. One task takes at a time.
+    func take() async -> [Answer] {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> [Answer]? in
+                guard !state.answers.isEmpty else {
+                    state.taker = continuation
+                    return nil
+                }
+                defer { state.answers = [] }
+                return state.answers
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
     }
 }
 
