@@ -402,15 +402,24 @@ extension ByteBuffer {
     /// Writes one field of a `COPY` text row: `\N` for `nil`, else the value with backslash, tab, newline and
     /// carriage return escaped; then a tab, or a newline after the row's last field.
     fileprivate mutating func writeCopyField(_ value: String?, last: Bool = false) {
-        if let value {
-            for byte in value.utf8 {
-                switch byte {
-                case UInt8(ascii: "\\"): writeStaticString("\\\\")
-                case UInt8(ascii: "\t"): writeStaticString("\\t")
-                case UInt8(ascii: "\n"): writeStaticString("\\n")
-                case UInt8(ascii: "\r"): writeStaticString("\\r")
-                default: writeInteger(byte)
+        if var value {
+            // Runs without a byte to escape are written whole: most fields have none.
+            value.withUTF8 { bytes in
+                var start = 0
+                for index in bytes.indices {
+                    let escape: StaticString
+                    switch bytes[index] {
+                    case UInt8(ascii: "\\"): escape = "\\\\"
+                    case UInt8(ascii: "\t"): escape = "\\t"
+                    case UInt8(ascii: "\n"): escape = "\\n"
+                    case UInt8(ascii: "\r"): escape = "\\r"
+                    default: continue
+                    }
+                    writeBytes(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<index])))
+                    writeStaticString(escape)
+                    start = index + 1
                 }
+                writeBytes(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start...])))
             }
         } else {
             writeStaticString("\\N")
@@ -418,37 +427,34 @@ extension ByteBuffer {
         writeInteger(last ? UInt8(ascii: "\n") : UInt8(ascii: "\t"))
     }
 
-    /// Writes a `timestamptz` field in UTC with microseconds: `2026-11-21 09:30:00.123456+00`.
+    /// Writes a `timestamptz` field in UTC with microseconds: `2026-11-21 09:30:00.123456+00`, then a tab.
     fileprivate mutating func writeCopyTimestamp(_ date: Date) {
         let microseconds = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
         var seconds = time_t(microseconds.floorDiv(1_000_000))
         let fraction = Int(microseconds - Int64(seconds) * 1_000_000)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        func digits(_ value: Int, _ count: Int) {
-            var divisor = 1
-            for _ in 1..<count { divisor *= 10 }
-            var value = value
-            while divisor > 0 {
-                writeInteger(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-                value %= divisor
-                divisor /= 10
+        let text: StaticString = "0000-00-00 00:00:00.000000+00\t"
+        writeWithUnsafeMutableBytes(minimumWritableBytes: text.utf8CodeUnitCount) { buffer in
+            let out = buffer.bindMemory(to: UInt8.self)
+            text.withUTF8Buffer { template in _ = out.initialize(from: template) }
+            // Writes `value` as `count` digits ending just before `end`.
+            func digits(_ value: Int, _ count: Int, endingAt end: Int) {
+                var value = value
+                for position in stride(from: end - 1, through: end - count, by: -1) {
+                    out[position] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
             }
+            digits(Int(parts.tm_year) + 1900, 4, endingAt: 4)
+            digits(Int(parts.tm_mon) + 1, 2, endingAt: 7)
+            digits(Int(parts.tm_mday), 2, endingAt: 10)
+            digits(Int(parts.tm_hour), 2, endingAt: 13)
+            digits(Int(parts.tm_min), 2, endingAt: 16)
+            digits(Int(parts.tm_sec), 2, endingAt: 19)
+            digits(fraction, 6, endingAt: 26)
+            return text.utf8CodeUnitCount
         }
-        digits(Int(parts.tm_year) + 1900, 4)
-        writeInteger(UInt8(ascii: "-"))
-        digits(Int(parts.tm_mon) + 1, 2)
-        writeInteger(UInt8(ascii: "-"))
-        digits(Int(parts.tm_mday), 2)
-        writeInteger(UInt8(ascii: " "))
-        digits(Int(parts.tm_hour), 2)
-        writeInteger(UInt8(ascii: ":"))
-        digits(Int(parts.tm_min), 2)
-        writeInteger(UInt8(ascii: ":"))
-        digits(Int(parts.tm_sec), 2)
-        writeInteger(UInt8(ascii: "."))
-        digits(fraction, 6)
-        writeStaticString("+00\t")
     }
 }
 

@@ -45,6 +45,27 @@ struct DeliveryTests {
         }
     }
 
+    @Test("fields with tabs, newlines, carriage returns and backslashes, and microsecond times, read back as written")
+    func copyEscapes() async throws {
+        try await withTenantStore { store in
+            try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2)
+            let sent = instant(7).addingTimeInterval(0.123_456)
+            let record = DeliveryRecord(
+                tenantID: "circl", jobID: "job\t1\\x", userID: "user\nwith\rbreaks\\", token: deviceToken(1),
+                apnsID: "\\N", outcome: .retryLater, reason: "tab\there, newline\nthere\\, and \\t literally",
+                attempt: 3, sentAt: sent, answeredAt: sent.addingTimeInterval(0.000_001), latencyMilliseconds: 0
+            )
+            #expect(try await store.recordDeliveries([record]) == DeliveryWriteReport(rows: 1, statements: 1))
+            let stored = try await store.deliveries(tenant: "circl", job: "job\t1\\x")
+            #expect(stored == [record])
+            #expect(
+                try await column(
+                    "SELECT to_char(sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') FROM deliveries", in: store)
+                    == ["2026-03-10 12:00:07.123456"]
+            )
+        }
+    }
+
     @Test("a row outside every partition gets its day's partition and the batch is written again")
     func missingPartition() async throws {
         try await withTenantStore { store in
