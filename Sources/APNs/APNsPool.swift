@@ -177,24 +177,44 @@ public final class APNsPool: @unchecked Sendable {
     public func sendFuture(
         _ notification: APNsNotification, whenFull: APNsBackPressure? = nil
     ) -> EventLoopFuture<APNsDeliveryReport> {
-        do {
-            try notification.validate()
-        } catch {
-            return eventLoop.makeFailedFuture(error)
-        }
-        let promise = eventLoop.makePromise(of: APNsDeliveryReport.self)
+        sendFutures([notification], whenFull: whenFull)[0]
+    }
+
+    /// ``sendFuture(_:whenFull:)`` for several notifications at once, in order: one hop to the pool's event
+    /// loop for all of them instead of one each. An invalid notification's future fails at once with its
+    /// ``APNsValidationError``; the others are sent.
+    public func sendFutures(
+        _ notifications: [APNsNotification], whenFull: APNsBackPressure? = nil
+    ) -> [EventLoopFuture<APNsDeliveryReport>] {
         let deadline = NIODeadline.now() + configuration.requestTimeout
         let backPressure = whenFull ?? configuration.backPressure
+        var valid: [(APNsNotification, EventLoopPromise<APNsDeliveryReport>)] = []
+        valid.reserveCapacity(notifications.count)
+        let futures = notifications.map { notification -> EventLoopFuture<APNsDeliveryReport> in
+            do {
+                try notification.validate()
+            } catch {
+                return eventLoop.makeFailedFuture(error)
+            }
+            let promise = eventLoop.makePromise(of: APNsDeliveryReport.self)
+            valid.append((notification, promise))
+            return promise.futureResult
+        }
+        guard !valid.isEmpty else { return futures }
         if eventLoop.inEventLoop {
-            submit(PendingRequest(notification: notification, deadline: deadline, promise: promise), backPressure)
+            for (notification, promise) in valid {
+                submit(PendingRequest(notification: notification, deadline: deadline, promise: promise), backPressure)
+            }
         } else {
-            eventLoop.execute {
-                self.submit(
-                    PendingRequest(notification: notification, deadline: deadline, promise: promise), backPressure
-                )
+            eventLoop.execute { [valid] in
+                for (notification, promise) in valid {
+                    self.submit(
+                        PendingRequest(notification: notification, deadline: deadline, promise: promise), backPressure
+                    )
+                }
             }
         }
-        return promise.futureResult
+        return futures
     }
 
     /// The state of the pool's connections and queues.

@@ -381,9 +381,10 @@ private struct PageSender {
     /// Sends to `devices`, at most ``FanOutWorker/concurrency`` at once and paced to the tenant's rate,
     /// writing the answers every ``FanOutWorker/recordBatch``.
     ///
-    /// No task per notification: each request is handed to its pool as a future whose answer the pool's event
-    /// loop drops into an ``AnswerInbox``, and this task takes the answers in batches (whatever came while it
-    /// was recording or pacing). The pools are looked up once per environment and page.
+    /// No task per notification: the requests started in one pass are handed to their pool together, as
+    /// futures whose answers the pool's event loop drops into an ``AnswerInbox``, and this task takes the
+    /// answers in batches (whatever came while it was recording or pacing). The pools are looked up once per
+    /// environment and page.
     private func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws {
         let rate = tenant.rateLimits.notificationsPerSecond
         let inbox = AnswerInbox()
@@ -393,10 +394,24 @@ private struct PageSender {
         var pending: [DeliveryRecord] = []
         var outcomes: [DeliveryOutcome] = []
         var latencies: [Duration] = []
+        // Requests started in one pass go to their pool together (one hop to its event loop).
+        var batches: [APNsEnvironment: (pool: APNsPool, requests: [(index: Int, notification: APNsNotification)])] = [:]
+        func submitBatches() {
+            for (environment, batch) in batches where !batch.requests.isEmpty {
+                let futures = batch.pool.sendFutures(batch.requests.map(\.notification))
+                for (request, future) in zip(batch.requests, futures) {
+                    let index = request.index
+                    future.whenComplete { result in
+                        inbox.put(Answer(index: index, result: result, at: ContinuousClock.now))
+                    }
+                }
+                batches[environment]?.requests.removeAll(keepingCapacity: true)
+            }
+        }
         var next = devices.startIndex
         while true {
             while inFlight.count < FanOutWorker.concurrency, next < devices.endIndex, !lost() {
-                await pacer.acquire(tenant: page.tenantID, rate: rate)
+                await pacer.acquire(tenant: page.tenantID, rate: rate, beforeWaiting: submitBatches)
                 let index = next
                 let device = devices[index]
                 next += 1
@@ -428,9 +443,7 @@ private struct PageSender {
                         payload: plan.payload
                     )
                     inFlight[index] = (record, device, ContinuousClock.now)
-                    pool.sendFuture(notification).whenComplete { result in
-                        inbox.put(Answer(index: index, result: result, at: ContinuousClock.now))
-                    }
+                    batches[device.environment, default: (pool, [])].requests.append((index, notification))
                 case .failure(let error):
                     record.outcome = .retryLater
                     record.reason = error.message
@@ -440,6 +453,7 @@ private struct PageSender {
                     preconditionFailure("a pool lookup for every environment before its first send")
                 }
             }
+            submitBatches()
             if inFlight.isEmpty && pending.count < FanOutWorker.recordBatch { break }
             if !inFlight.isEmpty {
                 for answer in await inbox.take() {

@@ -209,8 +209,15 @@ public final class TenantPacer: Sendable {
     ///
     /// A cancelled task returns early, its sends still counted against the tenant.
     public func acquire(tenant: String, rate: Int, count: Int = 1) async {
+        await acquire(tenant: tenant, rate: rate, count: count, beforeWaiting: {})
+    }
+
+    /// ``acquire(tenant:rate:count:)``, calling `beforeWaiting` first when it has to wait (so that a caller
+    /// holding sends back for a batch lets them go before it sleeps).
+    func acquire(tenant: String, rate: Int, count: Int = 1, beforeWaiting: () -> Void) async {
         let (now, wait) = reserve(tenant: tenant, rate: rate, count: count)
         guard wait > .zero else { return }
+        beforeWaiting()
         try? await clock.sleep(until: now + wait)
     }
 

@@ -76,6 +76,24 @@ struct EngineTests {
         }
     }
 
+    @Test func aBatchOfSendsIsDeliveredAndAnInvalidOneRefusedAlone() async throws {
+        try await Harness.run(configure: { $0.recordRequests = true }) { h in
+            let pool = try await h.pool()
+            let tokens = (0..<5).map { _ in Harness.randomToken() }
+            var notifications = tokens.map { Harness.notification(token: $0) }
+            notifications.insert(Harness.notification(token: "abc"), at: 2)
+            let futures = pool.sendFutures(notifications)
+            #expect(futures.count == 6)
+            await #expect(throws: APNsValidationError.deviceTokenOddLength(3)) { try await futures[2].get() }
+            for (index, future) in futures.enumerated() where index != 2 {
+                #expect(try await future.get().outcome == .delivered)
+            }
+            #expect(h.simulator.statistics().responses(status: 200) == 5)
+            #expect(Set(h.simulator.receivedRequests().compactMap(\.deviceToken)) == Set(tokens))
+            await pool.shutdown()
+        }
+    }
+
     // MARK: Provider tokens
 
     @Test func tokenIsReusedBeforeFiftyMinutesAndReplacedAfter() async throws {
