@@ -2,7 +2,7 @@ import Foundation
 import PostgresNIO
 
 extension RelayStore {
-    /// How long a relay's heartbeat counts it as live: a few missed beats (``heartbeat(node:)`` every 5 s).
+    /// How long a relay's heartbeat counts it as live: a few missed beats (``heartbeat(node:)`` every 2 s).
     public static let nodeLiveness: Duration = .seconds(15)
 
     /// Rows of relays whose heartbeat is older than this are deleted.
