@@ -52,6 +52,18 @@ extension RelayServerSuites {
             #expect(text.contains("pushrelay_pages_due 0.0"))
             #expect(text.contains("pushrelay_scheduled_job_lag_seconds 0.0"))
             #expect(text.contains(#"pushrelay_pool_connections{tenant="circl",environment="production"} 1.0"#))
+            #expect(text.contains(#"pushrelay_pool_streams_in_flight{tenant="circl",environment="production"} 0.0"#))
+            // The Grafana dashboard and the alert rules in Ops/ ask only for series the relay exports.
+            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent()
+            for file in ["Ops/grafana-dashboard.json", "Ops/prometheus-alerts.yml"] {
+                let ops = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+                let names = Set(ops.matches(of: /pushrelay_[a-z_]+/).map { String($0.output) })
+                #expect(!names.isEmpty, "\(file) names no pushrelay series")
+                for name in names {
+                    #expect(text.contains(name), "\(file) uses \(name), which the relay does not export")
+                }
+            }
         }
 
         @Test func framesRefusedBeforeTheServiceAreCounted() async throws {
