@@ -278,3 +278,54 @@ fl_duplicate_window() {
     [ -n "$concurrency" ] && [ -n "$batch" ] && [ -n "$loops" ] || fail "cannot read FanOutWorker's constants"
     echo $(((concurrency + batch) * loops))
 }
+
+# fl_start_relays_behind_haproxy: relays A, B and C on the one cluster (`fl_start_relay`, with FL_RELAY_ARGS),
+# then HAProxy (mode tcp, round robin, TCP health checks) in front of them on a free port of 127.0.0.1, and
+# waits until each relay has seen the three heartbeats (its log says "relays=3"). Sets LB (host:port) and
+# live_nodes (relays live in relay_nodes); HAProxy's pid is FL_OTHER_PIDS[0]. Needs HAPROXY (the binary).
+fl_start_relays_behind_haproxy() {
+    log "relays A, B and C on one cluster"
+    for name in A B C; do fl_start_relay "$name"; done
+
+    step="haproxy"
+    HAPROXY_PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    {
+        cat <<CFG
+global
+    maxconn 4096
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 10m
+    timeout server 10m
+frontend relays
+    bind 127.0.0.1:$HAPROXY_PORT
+    default_backend relays
+backend relays
+    balance roundrobin
+CFG
+        for name in A B C; do
+            echo "    server relay-$name ${RELAY_ADDRESS[$name]} check inter 2s"
+        done
+    } >"$TMP/haproxy.cfg"
+    "$HAPROXY" -c -q -f "$TMP/haproxy.cfg" || fail "haproxy refuses its configuration: $(cat "$TMP/haproxy.cfg")"
+    "$HAPROXY" -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
+    FL_OTHER_PIDS+=($!)
+    until (exec 3<>"/dev/tcp/127.0.0.1/$HAPROXY_PORT") 2>/dev/null; do
+        check_deadline
+        kill -0 "${FL_OTHER_PIDS[0]}" 2>/dev/null || fail "haproxy exited: $(cat "$TMP/haproxy.log")"
+        sleep 0.1
+    done
+    LB="127.0.0.1:$HAPROXY_PORT"
+    say "haproxy on $LB (pid ${FL_OTHER_PIDS[0]}) in front of ${RELAY_ADDRESS[A]}, ${RELAY_ADDRESS[B]}, ${RELAY_ADDRESS[C]}"
+
+    step="heartbeats"
+    for name in A B C; do
+        until grep -q "relays=3" "$TMP/relay-$name.log"; do
+            check_deadline
+            sleep 0.2
+        done
+    done
+    live_nodes="$(fl_psql "SELECT count(*) FROM relay_nodes WHERE heartbeat_at > now() - interval '15 seconds'")"
+    say "every relay paces its share: $live_nodes live relays in relay_nodes"
+}
