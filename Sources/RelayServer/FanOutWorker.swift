@@ -44,7 +44,10 @@ public final class FanOutWorker: Sendable {
     private let tenants: TenantDirectory
     private let pacer = TenantPacer()
     private let logger: Logger
-    private let signal = WakeSignal()
+    /// Wakes one idle planner at a time (a job was accepted; a planner that found a job passes it on).
+    private let planners = WakeSignal()
+    /// Wakes one idle page loop at a time (a page was written; a loop that found a page passes it on).
+    private let pageLoops = WakeSignal()
     /// Pages this process is sending, by job and page number.
     private let held = Mutex<[String: HeldPage]>([:])
     /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
@@ -68,9 +71,9 @@ public final class FanOutWorker: Sendable {
         self.owner = owner
     }
 
-    /// Wakes idle loops at once (a job was accepted, or pages were written).
+    /// Wakes an idle planner at once: a job was accepted.
     func wake() {
-        signal.fire()
+        planners.wakeOne()
     }
 
     /// Runs the planners, the page loops and the ticker until the task is cancelled; pages being sent finish
@@ -87,13 +90,15 @@ public final class FanOutWorker: Sendable {
         }
     }
 
-    /// Wakes the idle loops every ``idlePoll`` (work of other processes, pages falling due) and renews the
-    /// leases of the pages being sent every third of a lease; at cancellation, releases the loops for good.
+    /// Wakes an idle planner and an idle page loop every ``idlePoll`` (work of other processes, pages falling
+    /// due: each passes the wake on when it finds work) and renews the leases of the pages being sent every
+    /// third of a lease; at cancellation, releases the loops for good.
     private func tick() async {
         var sinceRenewal = Duration.zero
         while !Task.isCancelled {
             try? await Task.sleep(for: Self.idlePoll)
-            signal.fire()
+            planners.wakeOne()
+            pageLoops.wakeOne()
             sinceRenewal += Self.idlePoll
             guard sinceRenewal >= Self.lease / 3, !Task.isCancelled else { continue }
             sinceRenewal = .zero
@@ -102,7 +107,8 @@ public final class FanOutWorker: Sendable {
                 if !kept { held.lost.store(true, ordering: .relaxed) }
             }
         }
-        signal.close()
+        planners.close()
+        pageLoops.close()
     }
 
     // MARK: Planning
@@ -111,14 +117,15 @@ public final class FanOutWorker: Sendable {
         while !Task.isCancelled {
             do {
                 if let job = try await store.claimJobForPlanning(owner: owner, lease: Self.lease) {
+                    // More jobs may be waiting: another planner looks.
+                    planners.wakeOne()
                     await plan(job)
-                    signal.fire()
                     continue
                 }
             } catch {
                 logger.warning("planner could not claim a job", metadata: ["error": "\(error)"])
             }
-            await signal.wait()
+            await planners.wait()
         }
     }
 
@@ -128,7 +135,7 @@ public final class FanOutWorker: Sendable {
         log[metadataKey: "job"] = "\(job.id)"
         do {
             let (plan, _) = try await sendPlan(for: job)
-            var planner = PagePlanner(job: job, plan: plan, store: store)
+            var planner = PagePlanner(job: job, plan: plan, store: store, pageWritten: pageLoops.wakeOne)
             try await planner.writePages()
             try await store.finishPlanning(jobID: job.id, owner: owner)
             log.debug("job planned", metadata: ["pages": "\(planner.pagesWritten)"])
@@ -167,13 +174,15 @@ public final class FanOutWorker: Sendable {
         while !Task.isCancelled {
             do {
                 if let page = try await store.claimJobPage(owner: owner, lease: Self.lease) {
+                    // More pages may be due: another loop looks.
+                    pageLoops.wakeOne()
                     await send(page)
                     continue
                 }
             } catch {
                 logger.warning("could not claim a page", metadata: ["error": "\(error)"])
             }
-            await signal.wait()
+            await pageLoops.wait()
         }
     }
 
@@ -217,12 +226,15 @@ private struct PagePlanner {
     let job: JobRecord
     let plan: SendPlan
     let store: RelayStore
+    /// Called after each page is written, so that a page loop starts on it while planning goes on.
+    let pageWritten: @Sendable () -> Void
     private(set) var pagesWritten = 0
 
-    init(job: JobRecord, plan: SendPlan, store: RelayStore) {
+    init(job: JobRecord, plan: SendPlan, store: RelayStore, pageWritten: @escaping @Sendable () -> Void) {
         self.job = job
         self.plan = plan
         self.store = store
+        self.pageWritten = pageWritten
     }
 
     mutating func writePages() async throws {
@@ -238,6 +250,7 @@ private struct PagePlanner {
                     jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: due, tokens: sorted.map(\.token),
                     users: sorted.map(\.userID)
                 )
+                pageWritten()
                 nextPage += 1
             }
         }
@@ -310,8 +323,8 @@ private struct PageSender {
         let now = Date()
         var counts = JobPageCounts()
         // The devices, the rows already recorded (a page taken over) and the policy's state are read at once.
-        let (store, page) = (store, page)
-        async let targets = store.deviceTargets(tenant: page.tenantID, storedTokens: page.tokens)
+        let (store, page, audience) = (store, page, plan.audience)
+        async let targets = Self.registeredDevices(of: page, audience: audience, store: store)
         async let earlier =
             page.claims > 1
             ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
@@ -357,6 +370,19 @@ private struct PageSender {
         }
         try await send(toSend, counts: &counts)
         return counts
+    }
+
+    /// The page's devices as registered now. A topic page's tokens are a run of the topic's devices in token
+    /// order, read again by one range scan; other pages look each token up.
+    private static func registeredDevices(
+        of page: JobPage, audience: SendPlan.Audience, store: RelayStore
+    ) async throws -> [DeviceTarget] {
+        if case .topic(let topic) = audience, let first = page.tokens.min(), let last = page.tokens.max() {
+            return try await store.activeDevices(
+                tenant: page.tenantID, topic: topic, storedTokensFrom: first, through: last
+            )
+        }
+        return try await store.deviceTargets(tenant: page.tenantID, storedTokens: page.tokens)
     }
 
     private func skip(user: String, token: String, reason: SkipReason, at date: Date) -> DeliveryRecord {
@@ -581,17 +607,25 @@ private final class HeldPage: Sendable {
     }
 }
 
-/// Wakes waiting loops: `fire` releases every current waiter at once; after `close`, waiting returns at once.
+/// Wakes waiting loops one at a time: `wakeOne` releases the loop waiting longest or, when none waits, lets
+/// the next `wait` return at once (a wake between a loop's empty claim and its wait is not lost). A loop that
+/// finds work calls `wakeOne` again, so as many loops wake as there is work, not all of them for every event.
+/// After `close`, waiting returns at once.
 final class WakeSignal: Sendable {
-    private let state = Mutex<(waiters: [CheckedContinuation<Void, Never>], closed: Bool)>(([], false))
+    private let state = Mutex<(waiters: CircularBuffer<CheckedContinuation<Void, Never>>, woken: Bool, closed: Bool)>(
+        ([], false, false)
+    )
 
-    /// Releases every loop waiting now.
-    func fire() {
-        let all = state.withLock { state in
-            defer { state.waiters = [] }
-            return state.waiters
+    /// Releases one waiting loop, or the next one to wait.
+    func wakeOne() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiters.popFirst() else {
+                state.woken = true
+                return nil
+            }
+            return waiter
         }
-        for waiter in all { waiter.resume() }
+        waiter?.resume()
     }
 
     /// Releases every waiting loop, and every later one at once.
@@ -604,14 +638,19 @@ final class WakeSignal: Sendable {
         for waiter in all { waiter.resume() }
     }
 
-    /// Waits for `fire` or `close`.
+    /// Waits for `wakeOne` or `close`; returns at once when woken while no loop waited.
     func wait() async {
         await withCheckedContinuation { continuation in
-            let closed = state.withLock { state in
-                if !state.closed { state.waiters.append(continuation) }
-                return state.closed
+            let ready = state.withLock { state in
+                if state.closed { return true }
+                if state.woken {
+                    state.woken = false
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
             }
-            if closed { continuation.resume() }
+            if ready { continuation.resume() }
         }
     }
 }

@@ -110,6 +110,20 @@ struct FanOutTests {
             await #expect(throws: RelayStoreError.self) {
                 try await store.activeDevices(tenant: "familyportal", topic: "chat", limit: 0)
             }
+
+            // A page read again by its token range: only active devices of the topic, both ends included.
+            let run = try await store.activeDevices(
+                tenant: "familyportal", topic: "chat", storedTokensFrom: deviceToken(3), through: deviceToken(21)
+            )
+            #expect(run.map(\.userID) == (3...12).flatMap { $0 == 5 ? ["user5", "user5b"] : ["user\($0)"] })
+            let photoRun = try await store.activeDevices(
+                tenant: "familyportal", topic: "photos", storedTokensFrom: deviceToken(6), through: deviceToken(20)
+            )
+            #expect(photoRun.map(\.userID) == ["user6", "user9", "user12", "photographer"])
+            #expect(
+                try await store.activeDevices(
+                    tenant: "anky", topic: "chat", storedTokensFrom: deviceToken(1), through: deviceToken(22)
+                ).isEmpty)
         }
     }
 
