@@ -89,7 +89,8 @@ public struct APNsConnectionSnapshot: Sendable, Hashable {
 /// The handler owns its streams in a dictionary (no per-stream channel, no per-stream state machine,
 /// no sorted stream map: NIOHTTP2Handler's cost per stream capped the engine at about a quarter of
 /// h2load's rate), its provider token, its PING timer and its requests' deadlines. Headers are
-/// compressed with NIOHPACK. It speaks only the client half of HTTP/2 that APNs needs: one request
+/// compressed with NIOHPACK, the fields that repeat from request to request written from bytes kept
+/// (``HeaderBlockEncoder``). It speaks only the client half of HTTP/2 that APNs needs: one request
 /// (HEADERS + DATA) per stream, the response (HEADERS, optional DATA), SETTINGS, PING, GOAWAY,
 /// RST_STREAM and WINDOW_UPDATE. Everything runs on the channel's event loop.
 final class APNsConnectionHandler: ChannelInboundHandler {
@@ -122,7 +123,6 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private let configuration: APNsPoolConfiguration
     private let clock: any APNsClock
     private let logger: Logger
-    private let authority: String
     private var context: ChannelHandlerContext?
     private var state = State.connecting(tlsDone: false, settingsSeen: false)
     private var streams: [UInt32: Stream] = [:]
@@ -134,7 +134,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var streamsOpened = 0
     private var tokens = ProviderTokenRotation()
     private var reader = HTTP2FrameReader()
-    private var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+    private var headerBlocks: HeaderBlockEncoder
     private var decoder = HPACKDecoder(
         allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 16_384)
     private var partialHeaders: PartialHeaderBlock?
@@ -171,7 +171,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         logger[metadataKey: "apns.connection"] = "\(id)"
         self.logger = logger
         let port = configuration.endpoint.port
-        self.authority = port == 443 ? configuration.endpoint.host : "\(configuration.endpoint.host):\(port)"
+        let authority = port == 443 ? configuration.endpoint.host : "\(configuration.endpoint.host):\(port)"
+        self.headerBlocks = HeaderBlockEncoder(authority: authority)
     }
 
     // MARK: Capacity
@@ -225,41 +226,39 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             peakStreamsPerLimit[peerMaxConcurrentStreams] = streams.count
         }
 
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(10)
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: "/3/device/" + n.deviceToken, indexing: .nonIndexable)
-        headers.add(name: ":authority", value: authority)
+        var authorization: String?
         if case .token(let key) = configuration.credential {
-            headers.add(name: "authorization", value: tokens.authorization(at: clock.now(), key: key))
+            authorization = tokens.authorization(at: clock.now(), key: key)
         }
-        headers.add(name: "apns-topic", value: n.topic)
-        headers.add(name: "apns-push-type", value: n.pushType.rawValue)
-        headers.add(name: "apns-priority", value: Self.priorityText(n.effectivePriority))
+        let repeated = HeaderBlockEncoder.RepeatedFields(
+            authorization: authorization, topic: n.topic, pushType: n.pushType.rawValue,
+            priority: Self.priorityText(n.effectivePriority)
+        )
+        var own = HPACKHeaders()
         if let expiration = n.expiration {
-            headers.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
+            own.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
         }
         if let collapseID = n.collapseID {
-            headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
+            own.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
         }
         if let apnsID = n.apnsID {
-            headers.add(name: "apns-id", value: apnsID.uuidString.lowercased(), indexing: .nonIndexable)
+            own.add(name: "apns-id", value: apnsID.uuidString.lowercased(), indexing: .nonIndexable)
         }
-        writeHeaders(headers, streamID: streamID)
+        writeHeaders(path: "/3/device/" + n.deviceToken, repeated: repeated, own: own, streamID: streamID)
         outbound.writeHTTP2Frame(type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID, payload: n.payload)
         sendWindow -= n.payload.readableBytes
         scheduleFlush(context)
         if nextStreamID > UInt32(Int32.max) - 2 { beginDraining(reason: "stream ids exhausted") }
     }
 
-    /// Writes a HEADERS frame (and CONTINUATION frames when the block exceeds the peer's frame size).
-    private func writeHeaders(_ headers: HPACKHeaders, streamID: UInt32) {
+    /// Writes a request's HEADERS frame (and CONTINUATION frames when the block exceeds the peer's frame size).
+    private func writeHeaders(
+        path: String, repeated: HeaderBlockEncoder.RepeatedFields, own: HPACKHeaders, streamID: UInt32
+    ) {
         let headerStart = outbound.writerIndex
         outbound.writeHTTP2FrameHeader(length: 0, type: .headers, flags: HTTP2FrameFlag.endHeaders, streamID: streamID)
         let blockStart = outbound.writerIndex
-        // Encoding into a buffer fails only while another encoding is open, which never happens here.
-        try! encoder.encode(headers: headers, to: &outbound)
+        headerBlocks.encode(path: path, repeated: repeated, own: own, to: &outbound)
         let blockLength = outbound.writerIndex - blockStart
         if blockLength <= peerMaxFrameSize {
             outbound.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)
@@ -665,7 +664,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         while let identifier = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
             switch identifier {
             case 0x1:  // HEADER_TABLE_SIZE: our encoder's table must fit the peer's.
-                try? encoder.setDynamicTableSize(min(Int(value), HPACKEncoder.defaultDynamicTableSize))
+                try? headerBlocks.setDynamicTableSize(Int(value))
             case 0x3:  // MAX_CONCURRENT_STREAMS
                 if Int(value) != peerMaxConcurrentStreams {
                     logger.debug("peer max concurrent streams", metadata: ["value": "\(value)"])

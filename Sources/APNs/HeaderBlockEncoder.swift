@@ -1,0 +1,108 @@
+import NIOCore
+import NIOHPACK
+
+/// Encodes the header blocks of one connection's requests, writing the fields that repeat from one request
+/// to the next as bytes kept from an earlier block instead of encoding them again.
+///
+/// A request's block is `:method`, `:scheme`, `:authority` (the connection's), `:path` (the device), then
+/// `authorization`, `apns-topic`, `apns-push-type` and `apns-priority` (the same for a run of requests), then
+/// the request's own fields (`apns-expiration`, `apns-collapse-id`, `apns-id`), which are never indexed.
+/// Once the repeated fields encode as indexed fields only (references to entries already in the HPACK
+/// dynamic table, a byte or two each), nothing changes the table while the run lasts, so those bytes stay
+/// right and are kept. A block with other repeated fields (a new provider token, another priority) is
+/// encoded in full and may add entries, which is why only the last run's bytes are kept; a dynamic table
+/// size change drops them too, since the next block must begin with the size update.
+struct HeaderBlockEncoder {
+    /// The fields that repeat across a run of requests.
+    struct RepeatedFields: Equatable {
+        /// The `authorization` value (`bearer <JWT>`), or `nil` with certificate credentials.
+        var authorization: String?
+        /// `apns-topic`.
+        var topic: String
+        /// `apns-push-type`.
+        var pushType: String
+        /// `apns-priority`.
+        var priority: String
+    }
+
+    private var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+    /// The last run's fields and their encoded bytes: the pseudo-header fields before `:path`, and the regular
+    /// fields after it.
+    private var kept: (fields: RepeatedFields, pseudo: ByteBuffer, regular: ByteBuffer)?
+    /// `:method`, `:scheme` and `:authority`, the same for every request of the connection.
+    private let pseudoFields: HPACKHeaders
+
+    /// Whether the last block reused kept bytes (for tests).
+    private(set) var lastBlockReused = false
+
+    /// An encoder for a connection to `authority` (`host` or `host:port`).
+    init(authority: String) {
+        self.pseudoFields = HPACKHeaders([(":method", "POST"), (":scheme", "https"), (":authority", authority)])
+    }
+
+    /// Applies the peer's `SETTINGS_HEADER_TABLE_SIZE` (at most HPACK's default size).
+    mutating func setDynamicTableSize(_ size: Int) throws {
+        try encoder.setDynamicTableSize(min(size, HPACKEncoder.defaultDynamicTableSize))
+        kept = nil
+    }
+
+    /// Writes the header block of a request for `path` to `buffer`.
+    mutating func encode(path: String, repeated: RepeatedFields, own: HPACKHeaders, to buffer: inout ByteBuffer) {
+        var pathField = HPACKHeaders()
+        pathField.add(name: ":path", value: path, indexing: .nonIndexable)
+        // Encoding into a buffer fails only while another encoding is open, which never happens here.
+        if let kept, kept.fields == repeated {
+            buffer.writeImmutableBuffer(kept.pseudo)
+            try! encoder.encode(headers: pathField, to: &buffer)
+            buffer.writeImmutableBuffer(kept.regular)
+            lastBlockReused = true
+        } else {
+            let pseudoStart = buffer.writerIndex
+            try! encoder.encode(headers: pseudoFields, to: &buffer)
+            let pseudo = Self.copy(of: buffer, from: pseudoStart)
+            try! encoder.encode(headers: pathField, to: &buffer)
+            let regularStart = buffer.writerIndex
+            var regularFields = HPACKHeaders()
+            regularFields.reserveCapacity(4)
+            if let authorization = repeated.authorization {
+                regularFields.add(name: "authorization", value: authorization)
+            }
+            regularFields.add(name: "apns-topic", value: repeated.topic)
+            regularFields.add(name: "apns-push-type", value: repeated.pushType)
+            regularFields.add(name: "apns-priority", value: repeated.priority)
+            try! encoder.encode(headers: regularFields, to: &buffer)
+            let regular = Self.copy(of: buffer, from: regularStart)
+            kept =
+                Self.isIndexedOnly(pseudo) && Self.isIndexedOnly(regular) ? (repeated, pseudo, regular) : nil
+            lastBlockReused = false
+        }
+        if !own.isEmpty {
+            try! encoder.encode(headers: own, to: &buffer)
+        }
+    }
+
+    /// The bytes written to `buffer` since `start`, in a buffer of their own (a slice would share `buffer`'s
+    /// storage and make its next write copy it).
+    private static func copy(of buffer: ByteBuffer, from start: Int) -> ByteBuffer {
+        ByteBuffer(bytes: buffer.getBytes(at: start, length: buffer.writerIndex - start) ?? [])
+    }
+
+    /// Whether `block` holds indexed header fields only (RFC 7541 §6.1: the top bit set, then an index as
+    /// an integer with a 7-bit prefix), so that writing it again adds nothing to the peer's dynamic table.
+    static func isIndexedOnly(_ block: ByteBuffer) -> Bool {
+        let bytes = block.readableBytesView
+        guard !bytes.isEmpty else { return false }
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let first = bytes[index]
+            guard first & 0x80 != 0, first != 0x80 else { return false }
+            index += 1
+            guard first & 0x7F == 0x7F else { continue }
+            // The index goes on in 7-bit groups, the last one with its top bit clear.
+            while index < bytes.endIndex, bytes[index] & 0x80 != 0 { index += 1 }
+            guard index < bytes.endIndex else { return false }
+            index += 1
+        }
+        return true
+    }
+}
