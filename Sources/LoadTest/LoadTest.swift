@@ -458,22 +458,29 @@ private final class LoadTestRun: Sendable {
         let answer = try await client.send(send)
         let ack = (ContinuousClock.now - sent).seconds * 1000
         var job = answer.job
+        // The job's state is asked every 10 ms, so that the time measured ends within 10 ms of the job's end
+        // (a small fan-out takes a fraction of a second); the progress line, a heavier query, every 500 ms.
+        var lastProgress = sent
         while job.state != .completed {
             guard job.state != .failed, job.state != .cancelled else {
                 throw LoadTestError("fan-out job \(answer.jobID) ended \(job.state): \(job.error)")
             }
-            try await Task.sleep(for: .milliseconds(500))
-            let (planned, recorded) = try await store.jobPageProgress(jobID: answer.jobID)
+            try await Task.sleep(for: .milliseconds(10))
             let elapsed = (ContinuousClock.now - sent).seconds
-            progress.update(
-                phase: "fan-out \(size) (\(tenant.id))", done: recorded, total: size,
-                rate: Double(recorded) / max(elapsed, 0.001), elapsed: elapsed,
-                note: planned < size ? "planned \(planned)" : ""
-            )
-            job = try await client.jobStatus(jobID: answer.jobID)
-            guard elapsed < Double(max(600, size / 200)) else {
-                throw LoadTestError("fan-out of \(size) not complete after \(Int(elapsed)) s (\(recorded) recorded)")
+            if ContinuousClock.now - lastProgress >= .milliseconds(500) {
+                lastProgress = ContinuousClock.now
+                let (planned, recorded) = try await store.jobPageProgress(jobID: answer.jobID)
+                progress.update(
+                    phase: "fan-out \(size) (\(tenant.id))", done: recorded, total: size,
+                    rate: Double(recorded) / max(elapsed, 0.001), elapsed: elapsed,
+                    note: planned < size ? "planned \(planned)" : ""
+                )
+                guard elapsed < Double(max(600, size / 200)) else {
+                    throw LoadTestError(
+                        "fan-out of \(size) not complete after \(Int(elapsed)) s (\(recorded) recorded)")
+                }
             }
+            job = try await client.jobStatus(jobID: answer.jobID)
         }
         let seconds = (ContinuousClock.now - sent).seconds
         let endT = now
