@@ -91,8 +91,9 @@ public final class FanOutWorker: Sendable {
     }
 
     /// Wakes an idle planner and an idle page loop every ``idlePoll`` (work of other processes, pages falling
-    /// due: each passes the wake on when it finds work) and renews the leases of the pages being sent every
-    /// third of a lease; at cancellation, releases the loops for good.
+    /// due: each passes the wake on when it finds work); every third of a lease, renews the leases of the pages
+    /// being sent and completes the jobs whose last page's completion was cut short
+    /// (`RelayStore.completeFinishedJobs`); at cancellation, releases the loops for good.
     private func tick() async {
         var sinceRenewal = Duration.zero
         while !Task.isCancelled {
@@ -105,6 +106,15 @@ public final class FanOutWorker: Sendable {
             for held in held.withLock({ Array($0.values) }) {
                 let kept = (try? await store.renewJobPageLease(held.page, owner: owner, lease: Self.lease)) ?? false
                 if !kept { held.lost.store(true, ordering: .relaxed) }
+            }
+            do {
+                let completed = try await store.completeFinishedJobs()
+                if completed > 0 {
+                    logger.warning(
+                        "completed jobs whose last page's completion was cut short", metadata: ["jobs": "\(completed)"])
+                }
+            } catch {
+                logger.warning("could not complete finished jobs", metadata: ["error": "\(error)"])
             }
         }
         planners.close()

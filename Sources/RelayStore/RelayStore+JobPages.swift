@@ -317,6 +317,29 @@ extension RelayStore {
         return devices
     }
 
+    /// Completes every running, planned job whose pages are all done, summing their counts: the completion
+    /// that ``completeJobPage(_:owner:counts:)`` or ``finishPlanning(jobID:owner:)`` did not make because it
+    /// never ran its second statement (the process died between the two, or the database stopped answering and
+    /// the first one ran late, after the caller had given up at the store's call deadline). Returns how many
+    /// jobs it completed.
+    @discardableResult
+    public func completeFinishedJobs() async throws(RelayStoreError) -> Int {
+        try await countRows(
+            """
+            UPDATE jobs j SET state = 'completed', finished_at = now(), updated_at = now(),
+                devices = s.devices, delivered = s.delivered, failed = s.failed, skipped = s.skipped
+            FROM jobs r CROSS JOIN LATERAL (
+                SELECT coalesce(sum(devices), 0)::int AS devices, coalesce(sum(delivered), 0)::int AS delivered,
+                       coalesce(sum(failed), 0)::int AS failed, coalesce(sum(skipped), 0)::int AS skipped
+                FROM job_pages WHERE job_id = r.id
+            ) s
+            WHERE j.id = r.id AND r.finished_at IS NULL AND r.state = 'running' AND r.planned_at IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM job_pages q WHERE q.job_id = r.id AND q.state IN ('pending', 'leased'))
+            RETURNING 1::int8
+            """
+        )
+    }
+
     /// Completes a running, planned job whose pages are all done, summing their counts.
     private func completeJobIfDone(jobID: String) async throws(RelayStoreError) {
         guard let uuid = UUID(uuidString: jobID) else { return }
