@@ -1,7 +1,6 @@
 public import APNs
 public import Foundation
 import Logging
-import NIOCore
 import PostgresNIO
 import Synchronization
 
@@ -125,17 +124,16 @@ extension RelayStore {
         var start = records.startIndex
         while start < records.endIndex {
             let end = min(start + batchSize, records.endIndex)
-            let batch = records[start..<end]
-            let rows = try Self.copyRows(batch)
+            let batch = try DeliveryColumns(records[start..<end])
             do {
                 report.statements += 1
-                try await insert(rows)
+                try await insert(batch)
             } catch let error as PSQLError where Self.isMissingPartition(error) {
                 report.statements += 1
-                report.createdPartitions += try await ensurePartitions(for: batch.map(\.sentAt))
+                report.createdPartitions += try await ensurePartitions(for: batch.sentAt)
                 report.statements += 1
                 do {
-                    try await insert(rows)
+                    try await insert(batch)
                 } catch {
                     throw relayStoreFailure(error)
                 }
@@ -295,53 +293,30 @@ extension RelayStore {
         if let missing = unchecked.subtracting(found).sorted().first { throw .unknownTenant(missing) }
     }
 
-    /// Writes rows made by ``copyRows(_:)`` with `COPY … FROM STDIN` (text format): one round trip, and far
-    /// less work for the server than an INSERT of the same rows.
-    private func insert(_ rows: ByteBuffer) async throws {
-        try await database.withConnection { connection in
-            try await connection.copyFrom(table: "deliveries", columns: Self.copiedColumns, logger: logger) { writer in
-                try await writer.write(rows)
-            }
-        }
+    /// Writes one batch with `INSERT … SELECT … FROM UNNEST(…)`: one round trip.
+    ///
+    /// Not `COPY … FROM STDIN`, which costs the server less: postgres-nio 1.33.2 stops the process
+    /// (`preconditionFailure`, "Copy mode is only supported for extended queries") when the connection closes
+    /// while a COPY is under way, as it does when PostgreSQL restarts (`Ops/fault-postgres-restart.sh`).
+    private func insert(_ batch: DeliveryColumns) async throws {
+        try await database.query(
+            """
+            INSERT INTO deliveries (
+                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at, latency_ms,
+                notification_type
+            )
+            SELECT t, j, NULLIF(u, ''), k, NULLIF(a, ''), o, NULLIF(r, ''), n, s,
+                   CASE WHEN answered THEN w END, CASE WHEN l >= 0 THEN l END, NULLIF(y, '')
+            FROM UNNEST(
+                \(batch.tenantID)::text[], \(batch.jobID)::text[], \(batch.userID)::text[], \(batch.token)::text[],
+                \(batch.apnsID)::text[], \(batch.outcome)::text[], \(batch.reason)::text[], \(batch.attempt)::int8[],
+                \(batch.sentAt)::timestamptz[], \(batch.answered)::bool[], \(batch.answeredAt)::timestamptz[],
+                \(batch.latency)::int8[], \(batch.notificationType)::text[]
+            ) AS x (t, j, u, k, a, o, r, n, s, answered, w, l, y)
+            """,
+            logger: logger
+        )
     }
-
-    /// The `COPY` text rows of `records`, in the order of ``copiedColumns``; a record with an empty tenant or
-    /// job id, or an attempt out of range, refuses the whole batch.
-    private static func copyRows(_ records: ArraySlice<DeliveryRecord>) throws(RelayStoreError) -> ByteBuffer {
-        var rows = ByteBuffer()
-        rows.reserveCapacity(records.count * 320)
-        for record in records {
-            guard !record.tenantID.isEmpty, !record.jobID.isEmpty else {
-                throw .invalidDeliveries(reason: "a record has an empty tenant or job id")
-            }
-            guard record.attempt >= 0, record.attempt <= Int(Int32.max) else {
-                throw .invalidDeliveries(reason: "attempt \(record.attempt) is out of range")
-            }
-            rows.writeCopyField(record.tenantID)
-            rows.writeCopyField(record.jobID)
-            rows.writeCopyField(record.userID.flatMap { $0.isEmpty ? nil : $0 })
-            rows.writeCopyField(record.token.lowercased())
-            rows.writeCopyField(record.apnsID.flatMap { $0.isEmpty ? nil : $0 })
-            rows.writeCopyField(record.outcome.rawValue)
-            rows.writeCopyField(record.reason.flatMap { $0.isEmpty ? nil : $0 })
-            rows.writeCopyField(String(record.attempt))
-            rows.writeCopyTimestamp(record.sentAt)
-            if let answeredAt = record.answeredAt {
-                rows.writeCopyTimestamp(answeredAt)
-            } else {
-                rows.writeCopyField(nil)
-            }
-            let latency = record.latencyMilliseconds.map { min($0, Int(Int32.max)) }
-            rows.writeCopyField(latency.flatMap { $0 >= 0 ? String($0) : nil })
-            rows.writeCopyField(record.notificationType.flatMap { $0.isEmpty ? nil : $0 }, last: true)
-        }
-        return rows
-    }
-
-    private static let copiedColumns = [
-        "tenant_id", "job_id", "user_id", "token", "apns_id", "outcome", "reason", "attempt", "sent_at", "answered_at",
-        "latency_ms", "notification_type",
-    ]
 
     private func ensurePartitions(for dates: [Date]) async throws(RelayStoreError) -> [String] {
         do {
@@ -387,6 +362,51 @@ extension RelayStore {
     }
 }
 
+/// A batch of delivery rows as one array per column, the parameters of ``RelayStore``'s `INSERT … UNNEST`;
+/// `nil` text is sent as an empty string (stored as `NULL`), no answer time as `answered` false, no latency
+/// as -1.
+private struct DeliveryColumns {
+    var tenantID: [String] = []
+    var jobID: [String] = []
+    var userID: [String] = []
+    var token: [String] = []
+    var apnsID: [String] = []
+    var outcome: [String] = []
+    var reason: [String] = []
+    var attempt: [Int] = []
+    var sentAt: [Date] = []
+    var answered: [Bool] = []
+    var answeredAt: [Date] = []
+    var latency: [Int] = []
+    var notificationType: [String] = []
+
+    /// The columns of `records`; a record with an empty tenant or job id, or an attempt out of range, refuses
+    /// the whole batch.
+    init(_ records: ArraySlice<DeliveryRecord>) throws(RelayStoreError) {
+        for record in records {
+            guard !record.tenantID.isEmpty, !record.jobID.isEmpty else {
+                throw .invalidDeliveries(reason: "a record has an empty tenant or job id")
+            }
+            guard record.attempt >= 0, record.attempt <= Int(Int32.max) else {
+                throw .invalidDeliveries(reason: "attempt \(record.attempt) is out of range")
+            }
+            tenantID.append(record.tenantID)
+            jobID.append(record.jobID)
+            userID.append(record.userID ?? "")
+            token.append(record.token.lowercased())
+            apnsID.append(record.apnsID ?? "")
+            outcome.append(record.outcome.rawValue)
+            reason.append(record.reason ?? "")
+            attempt.append(record.attempt)
+            sentAt.append(record.sentAt)
+            answered.append(record.answeredAt != nil)
+            answeredAt.append(record.answeredAt ?? record.sentAt)
+            latency.append(min(record.latencyMilliseconds ?? -1, Int(Int32.max)))
+            notificationType.append(record.notificationType ?? "")
+        }
+    }
+}
+
 /// Tenant ids known to exist, shared by the copies of one ``RelayStore``.
 final class KnownTenants: Sendable {
     private let ids = Mutex<Set<String>>([])
@@ -396,72 +416,4 @@ final class KnownTenants: Sendable {
 
     /// Remembers `found`.
     func insert(_ found: Set<String>) { ids.withLock { $0.formUnion(found) } }
-}
-
-extension ByteBuffer {
-    /// Writes one field of a `COPY` text row: `\N` for `nil`, else the value with backslash, tab, newline and
-    /// carriage return escaped; then a tab, or a newline after the row's last field.
-    fileprivate mutating func writeCopyField(_ value: String?, last: Bool = false) {
-        if var value {
-            // Runs without a byte to escape are written whole: most fields have none.
-            value.withUTF8 { bytes in
-                var start = 0
-                for index in bytes.indices {
-                    let escape: StaticString
-                    switch bytes[index] {
-                    case UInt8(ascii: "\\"): escape = "\\\\"
-                    case UInt8(ascii: "\t"): escape = "\\t"
-                    case UInt8(ascii: "\n"): escape = "\\n"
-                    case UInt8(ascii: "\r"): escape = "\\r"
-                    default: continue
-                    }
-                    writeBytes(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start..<index])))
-                    writeStaticString(escape)
-                    start = index + 1
-                }
-                writeBytes(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes[start...])))
-            }
-        } else {
-            writeStaticString("\\N")
-        }
-        writeInteger(last ? UInt8(ascii: "\n") : UInt8(ascii: "\t"))
-    }
-
-    /// Writes a `timestamptz` field in UTC with microseconds: `2026-11-21 09:30:00.123456+00`, then a tab.
-    fileprivate mutating func writeCopyTimestamp(_ date: Date) {
-        let microseconds = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
-        var seconds = time_t(microseconds.floorDiv(1_000_000))
-        let fraction = Int(microseconds - Int64(seconds) * 1_000_000)
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        let text: StaticString = "0000-00-00 00:00:00.000000+00\t"
-        writeWithUnsafeMutableBytes(minimumWritableBytes: text.utf8CodeUnitCount) { buffer in
-            let out = buffer.bindMemory(to: UInt8.self)
-            text.withUTF8Buffer { template in _ = out.initialize(from: template) }
-            // Writes `value` as `count` digits ending just before `end`.
-            func digits(_ value: Int, _ count: Int, endingAt end: Int) {
-                var value = value
-                for position in stride(from: end - 1, through: end - count, by: -1) {
-                    out[position] = UInt8(ascii: "0") + UInt8(value % 10)
-                    value /= 10
-                }
-            }
-            digits(Int(parts.tm_year) + 1900, 4, endingAt: 4)
-            digits(Int(parts.tm_mon) + 1, 2, endingAt: 7)
-            digits(Int(parts.tm_mday), 2, endingAt: 10)
-            digits(Int(parts.tm_hour), 2, endingAt: 13)
-            digits(Int(parts.tm_min), 2, endingAt: 16)
-            digits(Int(parts.tm_sec), 2, endingAt: 19)
-            digits(fraction, 6, endingAt: 26)
-            return text.utf8CodeUnitCount
-        }
-    }
-}
-
-extension Int64 {
-    /// Division rounding toward negative infinity.
-    fileprivate func floorDiv(_ divisor: Int64) -> Int64 {
-        let quotient = self / divisor
-        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
-    }
 }

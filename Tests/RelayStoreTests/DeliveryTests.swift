@@ -46,7 +46,7 @@ struct DeliveryTests {
     }
 
     @Test("fields with tabs, newlines, carriage returns and backslashes, and microsecond times, read back as written")
-    func copyEscapes() async throws {
+    func specialCharactersRoundTrip() async throws {
         try await withTenantStore { store in
             try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2)
             let sent = instant(7).addingTimeInterval(0.123_456)
