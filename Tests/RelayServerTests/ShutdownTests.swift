@@ -26,7 +26,7 @@ extension RelayServerSuites {
                 #expect(goodbye.requestID == 0)
                 #expect(await watcher.isClosedByRelay())
                 let answer = try await send.value
-                #expect(answer.job.delivered == 1)
+                #expect(answer.job.delivered == 1, "\(answer)")
                 await shutdown.value
                 #expect(relay.server.connectionCount == 0)
                 // The listener is closed: a new connection is refused.
