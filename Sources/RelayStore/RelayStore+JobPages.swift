@@ -324,40 +324,28 @@ extension RelayStore {
     /// jobs it completed.
     @discardableResult
     public func completeFinishedJobs() async throws(RelayStoreError) -> Int {
-        try await countRows(
-            """
-            UPDATE jobs j SET state = 'completed', finished_at = now(), updated_at = now(),
-                devices = s.devices, delivered = s.delivered, failed = s.failed, skipped = s.skipped
-            FROM jobs r CROSS JOIN LATERAL (
-                SELECT coalesce(sum(devices), 0)::int AS devices, coalesce(sum(delivered), 0)::int AS delivered,
-                       coalesce(sum(failed), 0)::int AS failed, coalesce(sum(skipped), 0)::int AS skipped
-                FROM job_pages WHERE job_id = r.id
-            ) s
-            WHERE j.id = r.id AND r.finished_at IS NULL AND r.state = 'running' AND r.planned_at IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM job_pages q WHERE q.job_id = r.id AND q.state IN ('pending', 'leased'))
-            RETURNING 1::int8
-            """
-        )
+        try await countRows("\(unescaped: Self.completeDoneJobs) RETURNING 1::int8")
     }
 
     /// Completes a running, planned job whose pages are all done, summing their counts.
     private func completeJobIfDone(jobID: String) async throws(RelayStoreError) {
         guard let uuid = UUID(uuidString: jobID) else { return }
-        _ = try await countRows(
-            """
-            UPDATE jobs j SET state = 'completed', finished_at = now(), updated_at = now(),
-                devices = s.devices, delivered = s.delivered, failed = s.failed, skipped = s.skipped
-            FROM (
-                SELECT coalesce(sum(devices), 0)::int AS devices, coalesce(sum(delivered), 0)::int AS delivered,
-                       coalesce(sum(failed), 0)::int AS failed, coalesce(sum(skipped), 0)::int AS skipped
-                FROM job_pages WHERE job_id = \(uuid)
-            ) s
-            WHERE j.id = \(uuid) AND j.state = 'running' AND j.planned_at IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM job_pages WHERE job_id = \(uuid) AND state IN ('pending', 'leased'))
-            RETURNING 1::int8
-            """
-        )
+        _ = try await countRows("\(unescaped: Self.completeDoneJobs) AND r.id = \(uuid) RETURNING 1::int8")
     }
+
+    /// Completes the running, planned jobs (`r`) none of whose pages is pending or leased, with the sums of
+    /// their pages' counts; a caller may narrow `r` with more conditions.
+    private static let completeDoneJobs = """
+        UPDATE jobs j SET state = 'completed', finished_at = now(), updated_at = now(),
+            devices = s.devices, delivered = s.delivered, failed = s.failed, skipped = s.skipped
+        FROM jobs r CROSS JOIN LATERAL (
+            SELECT coalesce(sum(devices), 0)::int AS devices, coalesce(sum(delivered), 0)::int AS delivered,
+                   coalesce(sum(failed), 0)::int AS failed, coalesce(sum(skipped), 0)::int AS skipped
+            FROM job_pages WHERE job_id = r.id
+        ) s
+        WHERE j.id = r.id AND r.finished_at IS NULL AND r.state = 'running' AND r.planned_at IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM job_pages q WHERE q.job_id = r.id AND q.state IN ('pending', 'leased'))
+        """
 }
 
 extension RelayStore {
