@@ -337,5 +337,17 @@ extension Migration {
                 "CREATE INDEX deliveries_tenant_job ON deliveries (tenant_id, job_id) WITH (deduplicate_items = off)",
             ]
         ),
+        Migration(
+            version: 9,
+            name: "delivery_job_index",
+            statements: [
+                // Job ids are unique across tenants: the job index needs no tenant. With the tenant first, the
+                // planner could read a fresh day partition (no statistics yet) for the per-user cap counts
+                // through the job index, every row of the tenant's day once per user: 78 ms a page instead of
+                // 5 ms. Only the (tenant, user, time) index now starts with the tenant.
+                "DROP INDEX deliveries_tenant_job",
+                "CREATE INDEX deliveries_job ON deliveries (job_id) WITH (deduplicate_items = off)",
+            ]
+        ),
     ]
 }

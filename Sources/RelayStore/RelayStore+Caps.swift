@@ -28,7 +28,8 @@ extension RelayStore {
     ///
     /// A notification counts once per user however many of the user's devices it was delivered to: the count is
     /// of distinct jobs with a row of outcome `delivered` and that type, sent after `now` − 1 h (the hour) or
-    /// `now` − 24 h (the day). Rows dated after `now` count too (another relay's clock may run ahead).
+    /// `now` − 24 h (the day), and before `now` + 1 h: rows dated a little after `now` count too (another relay's
+    /// clock may run ahead).
     public func sentCounts(
         tenant: String,
         users: [String],
@@ -38,6 +39,9 @@ extension RelayStore {
         guard !users.isEmpty else { return [:] }
         let hourAgo = now.addingTimeInterval(-3_600)
         let dayAgo = now.addingTimeInterval(-86_400)
+        // The upper bound leaves out the empty partitions made in advance for the coming days; an hour's margin
+        // keeps the rows of a relay whose clock runs ahead.
+        let hourAhead = now.addingTimeInterval(3_600)
         do {
             var counts: [String: SentCount] = [:]
             for try await (user, lastHour, lastDay) in try await database.query(
@@ -48,7 +52,8 @@ extension RelayStore {
                     SELECT (count(DISTINCT job_id) FILTER (WHERE sent_at > \(hourAgo)))::int8 AS last_hour,
                            count(DISTINCT job_id)::int8 AS last_day
                     FROM deliveries d
-                    WHERE d.tenant_id = \(tenant) AND d.user_id = u.user_id AND d.sent_at > \(dayAgo)
+                    WHERE d.tenant_id = \(tenant) AND d.user_id = u.user_id
+                      AND d.sent_at > \(dayAgo) AND d.sent_at < \(hourAhead)
                       AND d.outcome = 'delivered' AND d.notification_type = \(notificationType)
                 ) c
                 WHERE c.last_day > 0

@@ -293,7 +293,9 @@ extension RelayStore {
         if let missing = unchecked.subtracting(found).sorted().first { throw .unknownTenant(missing) }
     }
 
-    /// Writes one batch with `INSERT … SELECT … FROM UNNEST(…)`: one round trip.
+    /// Writes one batch with `INSERT … SELECT … FROM UNNEST(…)`: one round trip. A batch of one UTC day (as a
+    /// fan-out's are) goes straight into that day's partition: routing each row through `deliveries` cost a
+    /// fifth as much as the rest of its insert.
     ///
     /// Not `COPY … FROM STDIN`, which costs the server less: postgres-nio 1.33.2 stops the process
     /// (`preconditionFailure`, "Copy mode is only supported for extended queries") when the connection closes
@@ -301,7 +303,7 @@ extension RelayStore {
     private func insert(_ batch: DeliveryColumns) async throws {
         try await database.query(
             """
-            INSERT INTO deliveries (
+            INSERT INTO \(unescaped: batch.table) (
                 tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at, latency_ms,
                 notification_type
             )
@@ -337,8 +339,14 @@ extension RelayStore {
         }
     }
 
+    /// Whether `error` says that a row's day has no partition: through `deliveries` "no partition of relation …
+    /// found for row", straight into a day's partition an undefined table.
     private static func isMissingPartition(_ error: PSQLError) -> Bool {
-        error.serverInfo?[.sqlState] == "23514" && (error.serverInfo?[.message] ?? "").contains("no partition")
+        switch error.serverInfo?[.sqlState] {
+        case "23514": (error.serverInfo?[.message] ?? "").contains("no partition")
+        case "42P01": true
+        default: false
+        }
     }
 
     private func deliveryRows(_ query: PostgresQuery) async throws(RelayStoreError) -> [DeliveryRecord] {
@@ -379,6 +387,9 @@ private struct DeliveryColumns {
     var answeredAt: [Date] = []
     var latency: [Int] = []
     var notificationType: [String] = []
+    /// Where the rows go: the partition of their UTC day when they share one (its name is made of digits
+    /// only), else `deliveries`, which routes each row.
+    var table = "deliveries"
 
     /// The columns of `records`; a record with an empty tenant or job id, or an attempt out of range, refuses
     /// the whole batch.
@@ -393,7 +404,9 @@ private struct DeliveryColumns {
             tenantID.append(record.tenantID)
             jobID.append(record.jobID)
             userID.append(record.userID ?? "")
-            token.append(record.token.lowercased())
+            // Tokens read from `devices` are lower-case already: no copy for them.
+            let hasUpperCase = record.token.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+            token.append(hasUpperCase ? record.token.lowercased() : record.token)
             apnsID.append(record.apnsID ?? "")
             outcome.append(record.outcome.rawValue)
             reason.append(record.reason ?? "")
@@ -403,6 +416,15 @@ private struct DeliveryColumns {
             answeredAt.append(record.answeredAt ?? record.sentAt)
             latency.append(min(record.latencyMilliseconds ?? -1, Int(Int32.max)))
             notificationType.append(record.notificationType ?? "")
+        }
+        let days = Set(sentAt.map { Int(($0.timeIntervalSince1970 / 86_400).rounded(.down)) })
+        if days.count == 1, let first = sentAt.first {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "UTC")!
+            let day = calendar.dateComponents([.year, .month, .day], from: first)
+            if let year = day.year, let month = day.month, let date = day.day, (1...9999).contains(year) {
+                table = "deliveries_p" + String(format: "%04d%02d%02d", year, month, date)
+            }
         }
     }
 }

@@ -38,20 +38,23 @@ struct SentCountTests {
                 row("u1", job: "h", type: "message", secondsAgo: 60),
                 row("u1", job: "i", type: nil, secondsAgo: 60),
                 row("u1", job: "j", type: "announcement", secondsAgo: 60, tenant: "familyportal"),
-                // u2: one in the hour; u5 was not asked about.
+                // u2: one in the hour, one dated half an hour ahead (another relay's clock) that counts, one
+                // two hours ahead that does not yet; u5 was not asked about.
                 row("u2", job: "a", type: "announcement", secondsAgo: 1_800),
+                row("u2", job: "k", type: "announcement", secondsAgo: -1_800),
+                row("u2", job: "l", type: "announcement", secondsAgo: -7_200),
                 row("u5", job: "a", type: "announcement", secondsAgo: 1_800),
             ]
             try await store.recordDeliveries(records)
             let counts = try await store.sentCounts(
                 tenant: "circl", users: ["u1", "u2", "u3"], notificationType: "announcement", now: instant())
             #expect(
-                counts == ["u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 1, lastDay: 1)])
+                counts == ["u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 2, lastDay: 2)])
 
-            // Two hours later the hour is empty, and job c has left the day.
+            // Two hours later u1's hour is empty and job c has left the day; u2's job l is now in both.
             let later = try await store.sentCounts(
                 tenant: "circl", users: ["u1", "u2"], notificationType: "announcement", now: instant(7_200))
-            #expect(later == ["u1": SentCount(lastHour: 0, lastDay: 3), "u2": SentCount(lastHour: 0, lastDay: 1)])
+            #expect(later == ["u1": SentCount(lastHour: 0, lastDay: 3), "u2": SentCount(lastHour: 1, lastDay: 3)])
 
             #expect(
                 try await store.sentCounts(
