@@ -26,7 +26,7 @@ public final class FanOutWorker: Sendable {
     /// Sends of one page in flight at once.
     static let concurrency = 256
     /// Answers recorded per statement while a page is sent.
-    static let recordBatch = 250
+    static let recordBatch = 500
     /// Pages one process sends at once.
     static let pageLoops = 12
     /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
