@@ -269,14 +269,14 @@ fl_read_accounting() {
 }
 
 # The most devices a crash may leave sent but unrecorded, from FanOutWorker's constants:
-# (concurrency + recordBatch) per page being sent, pageLoops pages at once.
+# (concurrency + 2 x recordBatch) per page being sent, pageLoops pages at once.
 fl_duplicate_window() {
     local source="$ROOT/Sources/RelayServer/FanOutWorker.swift" concurrency batch loops
     concurrency="$(grep -oE 'static let concurrency = [0-9_]+' "$source" | grep -oE '[0-9_]+$' | tr -d _)"
     batch="$(grep -oE 'static let recordBatch = [0-9_]+' "$source" | grep -oE '[0-9_]+$' | tr -d _)"
     loops="$(grep -oE 'static let pageLoops = [0-9_]+' "$source" | grep -oE '[0-9_]+$' | tr -d _)"
     [ -n "$concurrency" ] && [ -n "$batch" ] && [ -n "$loops" ] || fail "cannot read FanOutWorker's constants"
-    echo $(((concurrency + batch) * loops))
+    echo $(((concurrency + 2 * batch) * loops))
 }
 
 # fl_start_relays_behind_haproxy: relays A, B and C on the one cluster (`fl_start_relay`, with FL_RELAY_ARGS),

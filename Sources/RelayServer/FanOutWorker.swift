@@ -16,8 +16,9 @@ import Synchronization
 /// - page loops lease due pages (or pages whose lease ran out: their process died), apply the tenant's
 ///   policy to each recipient, send through the pools, record every attempt, and complete the page.
 ///
-/// A device is sent a job once, except after a crash: results are recorded every ``recordBatch`` answers,
-/// so a process that dies may leave up to ``concurrency`` + ``recordBatch`` sent-but-unrecorded devices
+/// A device is sent a job once, except after a crash: results are handed to the process's ``DeliveryWriter``
+/// every ``recordBatch`` answers, a page's next batch only once its previous one is written, so a process that
+/// dies may leave up to ``concurrency`` + 2 × ``recordBatch`` sent-but-unrecorded devices
 /// per page it was sending, and ``pageLoops`` pages at once; the process that takes the page over skips
 /// the devices already recorded and sends the others again.
 public final class FanOutWorker: Sendable {
@@ -25,8 +26,8 @@ public final class FanOutWorker: Sendable {
     static let pageSize = 1_000
     /// Sends of one page in flight at once.
     static let concurrency = 256
-    /// Answers recorded per statement while a page is sent.
-    static let recordBatch = 500
+    /// Answers a page hands to the delivery writer at once while it is sent.
+    static let recordBatch = 250
     /// Pages one process sends at once.
     static let pageLoops = 12
     /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
@@ -43,6 +44,8 @@ public final class FanOutWorker: Sendable {
     private let results: ResultBroadcaster
     private let tenants: TenantDirectory
     private let pacer = TenantPacer()
+    /// Writes the delivery rows of the pages this process sends.
+    private let writer: DeliveryWriter
     private let logger: Logger
     /// Wakes one idle planner at a time (a job was accepted; a planner that found a job passes it on).
     private let planners = WakeSignal()
@@ -69,6 +72,7 @@ public final class FanOutWorker: Sendable {
         self.tenants = tenants
         self.logger = logger
         self.owner = owner
+        self.writer = DeliveryWriter(store: store)
     }
 
     /// Wakes an idle planner at once: a job was accepted.
@@ -77,8 +81,10 @@ public final class FanOutWorker: Sendable {
     }
 
     /// Runs the planners, the page loops and the ticker until the task is cancelled; pages being sent finish
-    /// first.
+    /// first, and the delivery writer (a task of its own, which cancellation does not reach) writes their last
+    /// rows.
     public func run() async {
+        let writing = Task { await writer.run() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.tick() }
             for _ in 0..<Self.planLoops {
@@ -88,6 +94,8 @@ public final class FanOutWorker: Sendable {
                 group.addTask { await self.pageLoop() }
             }
         }
+        writer.close()
+        await writing.value
     }
 
     /// Wakes an idle planner and an idle page loop every ``idlePoll`` (work of other processes, pages falling
@@ -216,7 +224,7 @@ public final class FanOutWorker: Sendable {
                 (plan, tenant) = try await sendPlan(for: job)
             }
             var sender = PageSender(
-                page: page, plan: plan, tenant: tenant, store: store, pools: pools, results: results,
+                page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,
                 pacer: pacer, lost: { holding.lost.load(ordering: .relaxed) }
             )
             let counts = try await sender.run()
@@ -323,6 +331,7 @@ private struct PageSender {
     let plan: SendPlan
     let tenant: TenantConfiguration
     let store: RelayStore
+    let writer: DeliveryWriter
     let pools: PoolRegistry
     let results: ResultBroadcaster
     let pacer: TenantPacer
@@ -366,11 +375,7 @@ private struct PageSender {
             }
         }
         counts.skipped += skips.count
-        if !skips.isEmpty {
-            try await store.recordDeliveries(skips, batchSize: 1_000)
-            RelayMetrics.writeBatch(skips.count)
-            RelayMetrics.notifications(skips)
-        }
+        try await writer.record(skips)
         for (due, group) in deferred {
             try await store.deferJobDevices(
                 jobID: page.jobID, tenant: page.tenantID, dueAt: due, tokens: group.map(\.token),
@@ -415,7 +420,8 @@ private struct PageSender {
     }
 
     /// Sends to `devices`, at most ``FanOutWorker/concurrency`` at once and paced to the tenant's rate,
-    /// writing the answers every ``FanOutWorker/recordBatch``.
+    /// handing the answers to the delivery writer every ``FanOutWorker/recordBatch``: sending goes on while they
+    /// are written, but the page waits for a batch's write before it hands in the next one.
     ///
     /// No task per notification: the requests started in one pass are handed to their pool together, as
     /// futures whose answers the pool's event loop drops into an ``AnswerInbox``, and this task takes the
@@ -429,6 +435,7 @@ private struct PageSender {
         inFlight.reserveCapacity(FanOutWorker.concurrency)
         var pending: [DeliveryRecord] = []
         var outcomes: [DeliveryOutcome] = []
+        var writing: Task<Void, any Error>?
         var latencies: [Duration] = []
         // Requests started in one pass go to their pool together (one hop to its event loop).
         var batches: [APNsEnvironment: (pool: APNsPool, requests: [(index: Int, notification: APNsNotification)])] = [:]
@@ -446,7 +453,11 @@ private struct PageSender {
         }
         var next = devices.startIndex
         while true {
-            while inFlight.count < FanOutWorker.concurrency, next < devices.endIndex, !lost() {
+            // A paced page starts its sends slowly: it stops starting them to record once a batch of answers
+            // waits, so that the answers left unrecorded stay within the crash bound.
+            while inFlight.count < FanOutWorker.concurrency, next < devices.endIndex, !lost(),
+                pending.count + inbox.waiting < FanOutWorker.recordBatch
+            {
                 await pacer.acquire(tenant: page.tenantID, rate: rate, beforeWaiting: submitBatches)
                 let index = next
                 let device = devices[index]
@@ -499,26 +510,27 @@ private struct PageSender {
                 }
             }
             if pending.count >= FanOutWorker.recordBatch {
-                try await record(pending, latencies: latencies, outcomes: &outcomes)
+                try await writing?.value
+                writing = record(pending, latencies: latencies, outcomes: &outcomes)
                 pending.removeAll(keepingCapacity: true)
                 latencies.removeAll(keepingCapacity: true)
             }
         }
+        try await writing?.value
         if !pending.isEmpty {
-            try await record(pending, latencies: latencies, outcomes: &outcomes)
+            try await record(pending, latencies: latencies, outcomes: &outcomes).value
         }
         for outcome in outcomes { count(outcome, into: &counts) }
     }
 
-    /// Writes a batch of rows and its metrics.
+    /// Hands a batch of rows to the writer and returns its write; notes the batch's latencies and outcomes.
     private func record(
         _ rows: [DeliveryRecord], latencies: [Duration], outcomes: inout [DeliveryOutcome]
-    ) async throws {
-        try await store.recordDeliveries(rows, batchSize: FanOutWorker.recordBatch)
-        RelayMetrics.writeBatch(rows.count)
-        RelayMetrics.notifications(rows)
+    ) -> Task<Void, any Error> {
         RelayMetrics.apnsLatencies(latencies)
         outcomes.append(contentsOf: rows.lazy.map(\.outcome))
+        let writer = writer
+        return Task { try await writer.record(rows) }
     }
 
     /// The row of one answered send; a dead token is deactivated and announced, a delivery announced to
@@ -578,13 +590,19 @@ private struct Answer: Sendable {
 /// Where the pools' event loops leave a page's answers for the page's task, which takes them in batches.
 private final class AnswerInbox: Sendable {
     private let state = Mutex<(answers: [Answer], taker: CheckedContinuation<[Answer], Never>?)>(([], nil))
+    private let waitingCount = Atomic<Int>(0)
+
+    /// Answers left and not taken yet.
+    var waiting: Int { waitingCount.load(ordering: .relaxed) }
 
     /// Leaves an answer; wakes the task when it waits.
     func put(_ answer: Answer) {
         let (taker, answers) = state.withLock { state -> (CheckedContinuation<[Answer], Never>?, [Answer]) in
             state.answers.append(answer)
+            waitingCount.add(1, ordering: .relaxed)
             guard let taker = state.taker else { return (nil, []) }
             state.taker = nil
+            waitingCount.subtract(state.answers.count, ordering: .relaxed)
             defer { state.answers = [] }
             return (taker, state.answers)
         }
@@ -599,6 +617,7 @@ private final class AnswerInbox: Sendable {
                     state.taker = continuation
                     return nil
                 }
+                waitingCount.subtract(state.answers.count, ordering: .relaxed)
                 defer { state.answers = [] }
                 return state.answers
             }
