@@ -301,23 +301,7 @@ extension RelayStore {
     /// (`preconditionFailure`, "Copy mode is only supported for extended queries") when the connection closes
     /// while a COPY is under way, as it does when PostgreSQL restarts (`Ops/fault-postgres-restart.sh`).
     private func insert(_ batch: DeliveryColumns) async throws {
-        try await database.query(
-            """
-            INSERT INTO \(unescaped: batch.table) (
-                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at, latency_ms,
-                notification_type
-            )
-            SELECT t, j, NULLIF(u, ''), k, NULLIF(a, ''), o, NULLIF(r, ''), n, s,
-                   CASE WHEN answered THEN w END, CASE WHEN l >= 0 THEN l END, NULLIF(y, '')
-            FROM UNNEST(
-                \(batch.tenantID)::text[], \(batch.jobID)::text[], \(batch.userID)::text[], \(batch.token)::text[],
-                \(batch.apnsID)::text[], \(batch.outcome)::text[], \(batch.reason)::text[], \(batch.attempt)::int8[],
-                \(batch.sentAt)::timestamptz[], \(batch.answered)::bool[], \(batch.answeredAt)::timestamptz[],
-                \(batch.latency)::int8[], \(batch.notificationType)::text[]
-            ) AS x (t, j, u, k, a, o, r, n, s, answered, w, l, y)
-            """,
-            logger: logger
-        )
+        try await database.query(batch.insertQuery(), logger: logger)
     }
 
     private func ensurePartitions(for dates: [Date]) async throws(RelayStoreError) -> [String] {
@@ -390,6 +374,49 @@ private struct DeliveryColumns {
     /// Where the rows go: the partition of their UTC day when they share one (its name is made of digits
     /// only), else `deliveries`, which routes each row.
     var table = "deliveries"
+
+    /// The `INSERT` of these rows: a column whose value is the same in every row (the tenant, the job and the
+    /// type in a fan-out's batch) is sent once, the others as arrays unnested side by side (`unnest` in the
+    /// select list, which PostgreSQL runs in step without first copying the rows into a tuple store).
+    func insertQuery() -> PostgresQuery {
+        var bindings = PostgresBindings(capacity: 13)
+        var unnested: [String] = []
+        /// The column's value in the select list: one parameter when every row has the same value, else the
+        /// next unnested array. The token is always unnested: it gives the number of rows.
+        func column<Value: PostgresNonThrowingEncodable & Equatable>(
+            _ values: [Value], type: String, once: Bool = true
+        ) -> String where [Value]: PostgresNonThrowingEncodable {
+            if once, let first = values.first, values.allSatisfy({ $0 == first }) {
+                bindings.append(first)
+                return "$\(bindings.count)::\(type)"
+            }
+            bindings.append(values)
+            unnested.append("unnest($\(bindings.count)::\(type)[]) AS c\(unnested.count)")
+            return "c\(unnested.count - 1)"
+        }
+        let tokenColumn = column(token, type: "text", once: false)
+        let latencyColumn = column(latency, type: "int8")
+        let values = [
+            column(tenantID, type: "text"), column(jobID, type: "text"), "NULLIF(\(column(userID, type: "text")), '')",
+            tokenColumn, "NULLIF(\(column(apnsID, type: "text")), '')", column(outcome, type: "text"),
+            "NULLIF(\(column(reason, type: "text")), '')", column(attempt, type: "int8"),
+            column(sentAt, type: "timestamptz"),
+            "CASE WHEN \(column(answered, type: "bool")) THEN \(column(answeredAt, type: "timestamptz")) END",
+            "CASE WHEN \(latencyColumn) >= 0 THEN \(latencyColumn) END",
+            "NULLIF(\(column(notificationType, type: "text")), '')",
+        ]
+        return PostgresQuery(
+            unsafeSQL: """
+                INSERT INTO \(table) (
+                    tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at,
+                    latency_ms, notification_type
+                )
+                SELECT \(values.joined(separator: ", "))
+                FROM (SELECT \(unnested.joined(separator: ", "))) AS batch
+                """,
+            binds: bindings
+        )
+    }
 
     /// The columns of `records`; a record with an empty tenant or job id, or an attempt out of range, refuses
     /// the whole batch.

@@ -66,6 +66,34 @@ struct DeliveryTests {
         }
     }
 
+    @Test("columns the same in every row are sent once and read back as written, absent values as absent")
+    func uniformColumnsRoundTrip() async throws {
+        try await withTenantStore { store in
+            try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2)
+            // Every optional field absent in every row (each sent once), then the same fields present in
+            // some rows only (sent as arrays).
+            let absent = (0..<3).map { index in
+                DeliveryRecord(
+                    tenantID: "circl", jobID: "uniform", token: deviceToken(index), outcome: .skipped,
+                    attempt: 0, sentAt: instant(5))
+            }
+            let mixed = (0..<3).map { index in
+                DeliveryRecord(
+                    tenantID: "circl", jobID: "mixed", userID: index == 0 ? nil : "user\(index)",
+                    token: deviceToken(10 + index), apnsID: index == 1 ? UUID().uuidString : nil,
+                    outcome: index == 2 ? .tokenDead : .delivered, reason: index == 2 ? "Unregistered" : nil,
+                    attempt: index + 1, sentAt: instant(index), answeredAt: index == 0 ? nil : instant(index + 1),
+                    latencyMilliseconds: index == 0 ? nil : index * 10)
+            }
+            #expect(try await store.recordDeliveries(absent) == DeliveryWriteReport(rows: 3, statements: 1))
+            #expect(try await store.recordDeliveries(mixed) == DeliveryWriteReport(rows: 3, statements: 1))
+            let uniform = try await store.deliveries(tenant: "circl", job: "uniform")
+            #expect(uniform.sorted { $0.token < $1.token } == absent)
+            let stored = try await store.deliveries(tenant: "circl", job: "mixed")
+            #expect(stored.sorted { $0.token < $1.token } == mixed)
+        }
+    }
+
     @Test("a row outside every partition gets its day's partition and the batch is written again")
     func missingPartition() async throws {
         try await withTenantStore { store in
