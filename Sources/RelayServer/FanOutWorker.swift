@@ -431,68 +431,65 @@ private struct PageSender {
         let rate = tenant.rateLimits.notificationsPerSecond
         let inbox = AnswerInbox()
         var poolByEnvironment: [APNsEnvironment: Result<APNsPool, ProtocolError>] = [:]
-        var inFlight: [Int: (record: DeliveryRecord, device: DeviceTarget, started: ContinuousClock.Instant)] = [:]
-        inFlight.reserveCapacity(FanOutWorker.concurrency)
+        // The sends in flight, by position in `devices`: no record is built before the answer comes.
+        var started = [StartedSend?](repeating: nil, count: devices.count)
+        var inFlight = 0
         var pending: [DeliveryRecord] = []
-        var outcomes: [DeliveryOutcome] = []
         var writing: Task<Void, any Error>?
         var latencies: [Duration] = []
         // Requests started in one pass go to their pool together (one hop to its event loop).
-        var batches: [APNsEnvironment: (pool: APNsPool, requests: [(index: Int, notification: APNsNotification)])] = [:]
+        var batches: [APNsEnvironment: PoolBatch] = [:]
         func submitBatches() {
-            for (environment, batch) in batches where !batch.requests.isEmpty {
-                let futures = batch.pool.sendFutures(batch.requests.map(\.notification))
-                for (request, future) in zip(batch.requests, futures) {
-                    let index = request.index
+            for (environment, batch) in batches where !batch.notifications.isEmpty {
+                let futures = batch.pool.sendFutures(batch.notifications)
+                for (index, future) in zip(batch.indices, futures) {
                     future.whenComplete { result in
                         inbox.put(Answer(index: index, result: result, at: ContinuousClock.now))
                     }
                 }
-                batches[environment]?.requests.removeAll(keepingCapacity: true)
+                batches[environment]?.removeAll()
             }
         }
         var next = devices.startIndex
         while true {
             // A paced page starts its sends slowly: it stops starting them to record once a batch of answers
             // waits, so that the answers left unrecorded stay within the crash bound.
-            while inFlight.count < FanOutWorker.concurrency, next < devices.endIndex, !lost(),
+            while inFlight < FanOutWorker.concurrency, next < devices.endIndex, !lost(),
                 pending.count + inbox.waiting < FanOutWorker.recordBatch
             {
                 await pacer.acquire(tenant: page.tenantID, rate: rate, beforeWaiting: submitBatches)
                 let index = next
-                let device = devices[index]
+                let environment = devices[index].environment
                 next += 1
                 let sentAt = Date()
-                var record = DeliveryRecord(
-                    tenantID: page.tenantID, jobID: page.jobID, userID: device.userID, token: device.token,
-                    outcome: .configurationFault, attempt: 1, sentAt: sentAt, notificationType: plan.notificationType
-                )
-                guard plan.environments.contains(device.environment) else {
+                guard plan.environments.contains(environment) else {
+                    var record = unanswered(devices[index], sentAt: sentAt, outcome: .configurationFault)
                     record.reason = "EnvironmentNotConfigured"
                     record.answeredAt = sentAt
                     pending.append(record)
                     continue
                 }
-                if poolByEnvironment[device.environment] == nil {
+                if poolByEnvironment[environment] == nil {
                     do throws(ProtocolError) {
-                        poolByEnvironment[device.environment] = .success(
-                            try await pools.pool(tenant: page.tenantID, environment: device.environment)
+                        poolByEnvironment[environment] = .success(
+                            try await pools.pool(tenant: page.tenantID, environment: environment)
                         )
                     } catch {
-                        poolByEnvironment[device.environment] = .failure(error)
+                        poolByEnvironment[environment] = .failure(error)
                     }
                 }
-                switch poolByEnvironment[device.environment] {
+                switch poolByEnvironment[environment] {
                 case .success(let pool):
                     let notification = APNsNotification(
-                        deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType,
+                        deviceToken: devices[index].token, bundleID: plan.bundleID, pushType: plan.pushType,
                         priority: plan.priority, expiration: plan.expiration(now: sentAt), collapseID: plan.collapseID,
                         payload: plan.payload
                     )
-                    inFlight[index] = (record, device, ContinuousClock.now)
-                    batches[device.environment, default: (pool, [])].requests.append((index, notification))
+                    started[index] = StartedSend(sentAt: sentAt, at: ContinuousClock.now)
+                    inFlight += 1
+                    batches[environment, default: PoolBatch(pool: pool)].append(index, notification)
                 case .failure(let error):
-                    record.outcome = .retryLater
+                    var record = unanswered(devices[index], sentAt: sentAt, outcome: .retryLater)
                     record.reason = error.message
                     record.answeredAt = Date()
                     pending.append(record)
@@ -501,50 +498,59 @@ private struct PageSender {
                 }
             }
             submitBatches()
-            if inFlight.isEmpty && pending.count < FanOutWorker.recordBatch { break }
-            if !inFlight.isEmpty {
+            if inFlight == 0 && pending.count < FanOutWorker.recordBatch { break }
+            if inFlight > 0 {
                 for answer in await inbox.take() {
-                    guard let (record, device, started) = inFlight.removeValue(forKey: answer.index) else { continue }
+                    guard let send = started[answer.index] else { continue }
+                    started[answer.index] = nil
+                    inFlight -= 1
                     pending.append(
-                        await finish(record, device: device, answer: answer, started: started, latencies: &latencies))
+                        await finish(devices[answer.index], send: send, answer: answer, latencies: &latencies))
                 }
             }
             if pending.count >= FanOutWorker.recordBatch {
                 try await writing?.value
-                writing = record(pending, latencies: latencies, outcomes: &outcomes)
+                writing = record(pending, latencies: latencies, counts: &counts)
                 pending.removeAll(keepingCapacity: true)
                 latencies.removeAll(keepingCapacity: true)
             }
         }
         try await writing?.value
         if !pending.isEmpty {
-            try await record(pending, latencies: latencies, outcomes: &outcomes).value
+            try await record(pending, latencies: latencies, counts: &counts).value
         }
-        for outcome in outcomes { count(outcome, into: &counts) }
     }
 
-    /// Hands a batch of rows to the writer and returns its write; notes the batch's latencies and outcomes.
+    /// Hands a batch of rows to the writer and returns its write; counts the batch's outcomes (a page whose
+    /// write fails fails as a whole) and notes its latencies.
     private func record(
-        _ rows: [DeliveryRecord], latencies: [Duration], outcomes: inout [DeliveryOutcome]
+        _ rows: [DeliveryRecord], latencies: [Duration], counts: inout JobPageCounts
     ) -> Task<Void, any Error> {
         RelayMetrics.apnsLatencies(latencies)
-        outcomes.append(contentsOf: rows.lazy.map(\.outcome))
+        for index in rows.indices { count(rows[index].outcome, into: &counts) }
         let writer = writer
         return Task { try await writer.record(rows) }
+    }
+
+    /// The row of a send to `device` at `sentAt` before any answer.
+    private func unanswered(_ device: DeviceTarget, sentAt: Date, outcome: DeliveryOutcome) -> DeliveryRecord {
+        DeliveryRecord(
+            tenantID: page.tenantID, jobID: page.jobID, userID: device.userID, token: device.token, outcome: outcome,
+            attempt: 1, sentAt: sentAt, notificationType: plan.notificationType
+        )
     }
 
     /// The row of one answered send; a dead token is deactivated and announced, a delivery announced to
     /// receipt subscribers.
     private func finish(
-        _ record: DeliveryRecord, device: DeviceTarget, answer: Answer, started: ContinuousClock.Instant,
-        latencies: inout [Duration]
+        _ device: DeviceTarget, send: StartedSend, answer: Answer, latencies: inout [Duration]
     ) async -> DeliveryRecord {
-        var record = record
+        var record = unanswered(device, sentAt: send.sentAt, outcome: .configurationFault)
         let answeredAt = Date()
         record.answeredAt = answeredAt
         switch answer.result {
         case .success(let report):
-            latencies.append(answer.at - started)
+            latencies.append(answer.at - send.at)
             record.outcome = DeliveryOutcome(report.outcome)
             record.apnsID = report.response?.apnsID
             record.reason = report.response?.reason?.rawValue ?? report.failure.map { "\($0)" }
@@ -585,6 +591,35 @@ private struct Answer: Sendable {
     var index: Int
     var result: Result<APNsDeliveryReport, any Error>
     var at: ContinuousClock.Instant
+}
+
+/// A send in flight: when its row says it was sent, and when it started, for its latency.
+private struct StartedSend {
+    var sentAt: Date
+    var at: ContinuousClock.Instant
+}
+
+/// The requests of one pass for one pool, handed to it together, with their devices' positions in the page.
+private struct PoolBatch {
+    let pool: APNsPool
+    private(set) var indices: [Int] = []
+    private(set) var notifications: [APNsNotification] = []
+
+    init(pool: APNsPool) {
+        self.pool = pool
+    }
+
+    /// Adds the request to the device at `index`.
+    mutating func append(_ index: Int, _ notification: APNsNotification) {
+        indices.append(index)
+        notifications.append(notification)
+    }
+
+    /// Empties the batch, keeping its capacity for the next pass.
+    mutating func removeAll() {
+        indices.removeAll(keepingCapacity: true)
+        notifications.removeAll(keepingCapacity: true)
+    }
 }
 
 /// Where the pools' event loops leave a page's answers for the page's task, which takes them in batches.
