@@ -30,6 +30,26 @@ struct DeadlineClient: Sendable {
         try await withDeadline { try await client.query(query, logger: logger) }
     }
 
+    /// `query` run as the prepared statement `name` (see ``PreparedStatementName``) within the deadline, which
+    /// covers its rows too; unprepared when `name` stands for another text already.
+    func query<Name: PreparedStatementName>(
+        _ query: PostgresQuery, preparedAs name: Name.Type, logger: Logger
+    ) async throws -> [PostgresRow] {
+        guard PreparedQueryTexts.shared.claim(ObjectIdentifier(name), for: query.sql) else {
+            return try await withDeadline {
+                var rows: [PostgresRow] = []
+                for try await row in try await client.query(query, logger: logger) { rows.append(row) }
+                return rows
+            }
+        }
+        let statement = PreparedQuery<Name>(bindings: query.binds)
+        return try await withDeadline {
+            var rows: [PostgresRow] = []
+            for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        }
+    }
+
     /// `client.withConnection` within the deadline, which covers `body` too.
     func withConnection<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> Result

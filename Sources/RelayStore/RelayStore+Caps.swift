@@ -44,7 +44,7 @@ extension RelayStore {
         let hourAhead = now.addingTimeInterval(3_600)
         do {
             var counts: [String: SentCount] = [:]
-            for try await (user, lastHour, lastDay) in try await database.query(
+            for row in try await database.query(
                 """
                 SELECT u.user_id, c.last_hour, c.last_day
                 FROM unnest(\(users)::text[]) AS u(user_id)
@@ -58,8 +58,9 @@ extension RelayStore {
                 ) c
                 WHERE c.last_day > 0
                 """,
-                logger: logger
-            ).decode((String, Int, Int).self) {
+                preparedAs: UsersSentCounts.self, logger: logger
+            ) {
+                let (user, lastHour, lastDay) = try row.decode((String, Int, Int).self)
                 counts[user] = SentCount(lastHour: lastHour, lastDay: lastDay)
             }
             return counts
@@ -68,3 +69,6 @@ extension RelayStore {
         }
     }
 }
+
+/// The fan-out's cap counts, prepared (``PreparedStatementName``).
+private enum UsersSentCounts: PreparedStatementName {}

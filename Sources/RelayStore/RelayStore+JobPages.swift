@@ -107,13 +107,13 @@ extension RelayStore {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         let state = done ? "done" : "pending"
         do {
-            try await database.query(
+            _ = try await database.query(
                 """
                 INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users, state, skipped)
                 VALUES (\(uuid), \(page), \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[], \(state), \(skipped))
                 ON CONFLICT (job_id, page) DO NOTHING
                 """,
-                logger: logger
+                preparedAs: AddJobPage.self, logger: logger
             )
         } catch {
             throw relayStoreFailure(error)
@@ -143,7 +143,7 @@ extension RelayStore {
     public func claimJobPage(owner: String, lease: Duration) async throws(RelayStoreError) -> JobPage? {
         let seconds = Double(lease.components.seconds)
         do {
-            for try await (job, page, tenant, dueAt, tokens, users, claims) in try await database.query(
+            for row in try await database.query(
                 """
                 UPDATE job_pages p SET state = 'leased', lease_owner = \(owner),
                     lease_until = now() + \(seconds)::float8 * interval '1 second', claims = claims + 1
@@ -157,8 +157,10 @@ extension RelayStore {
                 )
                 RETURNING job_id::text, page, tenant_id, due_at, tokens, users, claims
                 """,
-                logger: logger
-            ).decode((String, Int, String, Date, [String], [String], Int).self) {
+                preparedAs: ClaimJobPage.self, logger: logger
+            ) {
+                let (job, page, tenant, dueAt, tokens, users, claims) = try row.decode(
+                    (String, Int, String, Date, [String], [String], Int).self)
                 return JobPage(
                     jobID: job, page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens, users: users, claims: claims
                 )
@@ -194,7 +196,8 @@ extension RelayStore {
                 deferred = \(counts.deferred)
             WHERE job_id = \(uuid) AND page = \(page.page) AND state = 'leased' AND lease_owner = \(owner)
             RETURNING 1::int8
-            """
+            """,
+            preparedAs: CompleteJobPage.self
         )
         try await completeJobIfDone(jobID: page.jobID)
     }
@@ -330,7 +333,8 @@ extension RelayStore {
     /// Completes a running, planned job whose pages are all done, summing their counts.
     private func completeJobIfDone(jobID: String) async throws(RelayStoreError) {
         guard let uuid = UUID(uuidString: jobID) else { return }
-        _ = try await countRows("\(unescaped: Self.completeDoneJobs) AND r.id = \(uuid) RETURNING 1::int8")
+        _ = try await countRows(
+            "\(unescaped: Self.completeDoneJobs) AND r.id = \(uuid) RETURNING 1::int8", preparedAs: CompleteJob.self)
     }
 
     /// Completes the running, planned jobs (`r`) none of whose pages is pending or leased, with the sums of
@@ -370,3 +374,9 @@ extension RelayStore {
         }
     }
 }
+
+/// The hot path's statements of this file, prepared (``PreparedStatementName``).
+private enum AddJobPage: PreparedStatementName {}
+private enum ClaimJobPage: PreparedStatementName {}
+private enum CompleteJobPage: PreparedStatementName {}
+private enum CompleteJob: PreparedStatementName {}

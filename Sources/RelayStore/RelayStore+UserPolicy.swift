@@ -68,13 +68,14 @@ extension RelayStore {
         guard !users.isEmpty else { return [:] }
         do {
             var settings: [String: [String: Bool]] = [:]
-            for try await (user, type, enabled) in try await database.query(
+            for row in try await database.query(
                 """
                 SELECT user_id, notification_type, enabled FROM preferences
                 WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[])
                 """,
-                logger: logger
-            ).decode((String, String, Bool).self) {
+                preparedAs: UsersPreferences.self, logger: logger
+            ) {
+                let (user, type, enabled) = try row.decode((String, String, Bool).self)
                 settings[user, default: [:]][type] = enabled
             }
             return settings
@@ -151,15 +152,16 @@ extension RelayStore {
         guard !users.isEmpty else { return [] }
         do {
             var records: [MuteRecord] = []
-            for try await (user, kind, value, until) in try await database.query(
+            for row in try await database.query(
                 """
                 SELECT user_id, kind, value, until FROM mutes
                 WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[])
                   AND (until IS NULL OR until > \(now))
                 ORDER BY user_id, kind DESC, value
                 """,
-                logger: logger
-            ).decode((String, String, String, Date?).self) {
+                preparedAs: UsersMutes.self, logger: logger
+            ) {
+                let (user, kind, value, until) = try row.decode((String, String, String, Date?).self)
                 records.append(Self.mute(user: user, kind: kind, value: value, until: until))
             }
             return records
@@ -223,13 +225,14 @@ extension RelayStore {
         guard !users.isEmpty else { return [:] }
         do {
             var threads: [String: [String: Date]] = [:]
-            for try await (user, thread, until) in try await database.query(
+            for row in try await database.query(
                 """
                 SELECT user_id, thread_id, until FROM presence
                 WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND until > \(now)
                 """,
-                logger: logger
-            ).decode((String, String, Date).self) {
+                preparedAs: UsersActiveThreads.self, logger: logger
+            ) {
+                let (user, thread, until) = try row.decode((String, String, Date).self)
                 threads[user, default: [:]][thread] = until
             }
             return threads
@@ -261,3 +264,8 @@ extension RelayStore {
             : MuteRecord(userID: user, scope: value, until: until)
     }
 }
+
+/// The fan-out's policy reads, prepared (``PreparedStatementName``).
+private enum UsersPreferences: PreparedStatementName {}
+private enum UsersMutes: PreparedStatementName {}
+private enum UsersActiveThreads: PreparedStatementName {}
