@@ -27,7 +27,9 @@
 #   PG_LATENCY_MS        the simulator's answer delay (default 20)
 #   PG_STOP_PERCENT      stop PostgreSQL when this share of the fan-out is answered (default 20)
 #   PG_OUTAGE_SECONDS    seconds PostgreSQL stays down (default 8)
-#   PG_AFTER_SECONDS     seconds the backend keeps sending after the restart (default 5)
+#   PG_AFTER_SECONDS     seconds the backend keeps sending after the restart (default 20: longer than the store's
+#                        15 s call deadline, since a Send that arrived just as PostgreSQL stopped may wait for
+#                        it (postgres-nio#657), and all four of the backend's Sends can be such Sends)
 #   PG_LOG_LEVEL         the relay's log level (default info)
 #   PG_TIMEOUT           seconds before the script gives up (default 600)
 set -euo pipefail
@@ -40,7 +42,7 @@ DEVICES="${PG_DEVICES:-6000}"
 LATENCY_MS="${PG_LATENCY_MS:-20}"
 STOP_PERCENT="${PG_STOP_PERCENT:-20}"
 OUTAGE_SECONDS="${PG_OUTAGE_SECONDS:-8}"
-AFTER_SECONDS="${PG_AFTER_SECONDS:-5}"
+AFTER_SECONDS="${PG_AFTER_SECONDS:-20}"
 RUN="pgfault$(date +%s)$$"
 fl_init
 WINDOW="$(fl_duplicate_window)"
