@@ -290,6 +290,22 @@ private struct PagePlanner {
                 try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
             }
         case .topic(let topic):
+            if let dueAt = plan.schedule.dueAt(now: now) {
+                // One due time for every device: the database writes each page from the topic itself.
+                var after: String?
+                while let written = try await store.addTopicJobPage(
+                    jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, topic: topic, after: after,
+                    limit: FanOutWorker.pageSize, excludedUsers: Array(plan.excludedUsers)
+                ) {
+                    if written.pageDevices > 0 {
+                        pageWritten()
+                        nextPage += 1
+                    }
+                    after = written.lastToken
+                    if written.devicesRead < FanOutWorker.pageSize { break }
+                }
+                break
+            }
             var after: String?
             while true {
                 let devices = try await store.activeDevices(

@@ -245,6 +245,15 @@ struct Schedule: Sendable, Hashable {
         }
     }
 
+    /// When every device is due, whatever its time zone; `nil` for a local-time schedule.
+    func dueAt(now: Date) -> Date? {
+        switch kind {
+        case .now: now
+        case .at(let date): date
+        case .local: nil
+        }
+    }
+
     /// When a device in `timeZone` (IANA; UTC when unknown) is due.
     func dueAt(timeZone: String?, now: Date) -> Date {
         switch kind {

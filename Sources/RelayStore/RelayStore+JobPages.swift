@@ -120,6 +120,62 @@ extension RelayStore {
         }
     }
 
+    /// Writes the next page of a topic fan-out whose devices are all due at `dueAt`, in one statement, so that
+    /// the devices never travel to the relay and back: the active devices of `tenant` subscribed to `topic`
+    /// whose token comes after `after` (`nil`: from the first), about `limit` of them (a token's rows are never
+    /// split, as in ``activeDevices(tenant:topic:after:limit:)``), less those of `excludedUsers`, as page `page`
+    /// of job `jobID`, in token order. No page is written when every device read is excluded; a page written
+    /// before (a planner that took over) is left as it is.
+    ///
+    /// - Returns: `nil` when no device comes after `after`; else the last token read (the next page's `after`),
+    ///   the devices read (fewer than `limit`: the topic is done) and the devices in the page.
+    public func addTopicJobPage(
+        jobID: String,
+        tenant: String,
+        page: Int,
+        dueAt: Date,
+        topic: String,
+        after: String?,
+        limit: Int,
+        excludedUsers: [String]
+    ) async throws(RelayStoreError) -> (lastToken: String, devicesRead: Int, pageDevices: Int)? {
+        guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        let after = after?.lowercased() ?? ""
+        do {
+            for try await (lastToken, devicesRead, pageDevices) in try await database.query(
+                """
+                WITH first AS (
+                    SELECT token FROM devices
+                    WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[] AND token > \(after)
+                    ORDER BY token LIMIT \(limit)
+                ), selected AS (
+                    SELECT user_id, token, environment FROM devices
+                    WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+                      AND token > \(after) AND token <= (SELECT max(token) FROM first)
+                ), kept AS (
+                    SELECT user_id, token, environment FROM selected WHERE user_id <> ALL(\(excludedUsers)::text[])
+                ), written AS (
+                    INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users, state, skipped)
+                    SELECT \(uuid), \(page), \(tenant), \(dueAt), array_agg(token ORDER BY token, user_id, environment),
+                           array_agg(user_id ORDER BY token, user_id, environment), 'pending', 0
+                    FROM kept HAVING count(*) > 0
+                    ON CONFLICT (job_id, page) DO NOTHING
+                )
+                SELECT (SELECT max(token) FROM first), (SELECT count(*) FROM selected)::int8,
+                       (SELECT count(*) FROM kept)::int8
+                """,
+                logger: logger
+            ).decode((String?, Int, Int).self) {
+                guard let lastToken else { return nil }
+                return (lastToken, devicesRead, pageDevices)
+            }
+            return nil
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
     /// Marks a job planned by `owner`: `running`, or `completed` at once when it has no page left to send.
     /// Returns `false` when `owner` no longer holds the planning lease (another planner took over).
     @discardableResult

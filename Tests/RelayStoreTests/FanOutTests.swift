@@ -56,6 +56,58 @@ struct FanOutTests {
         }
     }
 
+    @Test("the database writes a topic page itself: whole tokens, in token order, excluded users left out")
+    func topicPageWrittenByTheDatabase() async throws {
+        try await withTenantStore { store in
+            for seed in 1...12 {
+                try await store.registerDevice(
+                    tenant: "familyportal",
+                    registration: DeviceRegistration(userID: "user\(seed)", token: deviceToken(seed), topics: ["chat"]),
+                    at: instant(0))
+            }
+            try await store.registerDevice(
+                tenant: "familyportal",
+                registration: DeviceRegistration(userID: "user5b", token: deviceToken(5), topics: ["chat"]),
+                at: instant(0))
+            let job = try await store.createJob(
+                tenant: "familyportal", notificationType: "chat_message", idempotencyKey: nil, request: []
+            ).job
+            /// Page `page` from the devices after `after`, 5 at a time.
+            func write(page: Int, after: String?, excluding excluded: [String] = []) async throws -> (
+                lastToken: String, devicesRead: Int, pageDevices: Int
+            )? {
+                try await store.addTopicJobPage(
+                    jobID: job.id, tenant: "familyportal", page: page, dueAt: instant(0), topic: "chat", after: after,
+                    limit: 5, excludedUsers: excluded)
+            }
+            // Tokens 1-5, the fifth held by two users: six devices read, user2's left out.
+            let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"]))
+            #expect(first.lastToken == deviceToken(5) && first.devicesRead == 6 && first.pageDevices == 5)
+            // Tokens 6-10, every user excluded: no page 2.
+            let excluded = (6...10).map { "user\($0)" }
+            let second = try #require(try await write(page: 2, after: first.lastToken, excluding: excluded))
+            #expect(second.lastToken == deviceToken(10) && second.devicesRead == 5 && second.pageDevices == 0)
+            // Tokens 11-12 as page 2: fewer than 5, the topic is done; nothing after them.
+            let third = try #require(try await write(page: 2, after: second.lastToken))
+            #expect(third.lastToken == deviceToken(12) && third.devicesRead == 2 && third.pageDevices == 2)
+            #expect(try await write(page: 3, after: third.lastToken) == nil)
+            // A planner taking over writes page 1 again: the page written first stands.
+            _ = try await write(page: 1, after: nil)
+
+            let pages = try await column(
+                """
+                SELECT page || ' ' || array_to_string(users, ',') || ' ' || array_to_string(tokens, ',')
+                FROM job_pages WHERE job_id = '\(job.id)' ORDER BY page
+                """, in: store)
+            let tokens = { (seeds: [Int]) in seeds.map(deviceToken).joined(separator: ",") }
+            #expect(
+                pages == [
+                    "1 user1,user3,user4,user5,user5b \(tokens([1, 3, 4, 5, 5]))",
+                    "2 user11,user12 \(tokens([11, 12]))",
+                ])
+        }
+    }
+
     @Test("a topic's devices come in token-ordered pages; a token held by two users is never split")
     func byTopicPaged() async throws {
         try await withTenantStore { store in
