@@ -36,11 +36,7 @@ struct DeadlineClient: Sendable {
         _ query: PostgresQuery, preparedAs name: Name.Type, logger: Logger
     ) async throws -> [PostgresRow] {
         guard PreparedQueryTexts.shared.claim(ObjectIdentifier(name), for: query.sql) else {
-            return try await withDeadline {
-                var rows: [PostgresRow] = []
-                for try await row in try await client.query(query, logger: logger) { rows.append(row) }
-                return rows
-            }
+            return try await withDeadline { try await client.query(query, logger: logger).collect() }
         }
         let statement = PreparedQuery<Name>(bindings: query.binds)
         return try await withDeadline {

@@ -444,8 +444,9 @@ private struct DeliveryColumns {
             latency.append(min(record.latencyMilliseconds ?? -1, Int(Int32.max)))
             notificationType.append(record.notificationType ?? "")
         }
-        let days = Set(sentAt.map { Int(($0.timeIntervalSince1970 / 86_400).rounded(.down)) })
-        if days.count == 1, let first = sentAt.first {
+        // The name follows `pushrelay_ensure_delivery_partition` (migration 3).
+        let dayNumber = { (date: Date) in Int((date.timeIntervalSince1970 / 86_400).rounded(.down)) }
+        if let first = sentAt.first, sentAt.allSatisfy({ dayNumber($0) == dayNumber(first) }) {
             var calendar = Calendar(identifier: .gregorian)
             calendar.timeZone = TimeZone(identifier: "UTC")!
             let day = calendar.dateComponents([.year, .month, .day], from: first)
