@@ -107,7 +107,7 @@ devices_of() { # devices in the pages leased by pid $1
         echo 0
         return
     }
-    fl_psql "SELECT coalesce(sum(cardinality(tokens)), 0) FROM job_pages WHERE job_id = '$JOB' AND page IN ($list)"
+    fl_psql "SELECT coalesce(sum(coalesce(range_devices, cardinality(tokens))), 0) FROM job_pages WHERE job_id = '$JOB' AND page IN ($list)"
 }
 devices_a="$(devices_of "${RELAY_PID[A]}")"
 devices_b="$(devices_of "${RELAY_PID[B]}")"

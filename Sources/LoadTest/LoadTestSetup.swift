@@ -127,7 +127,7 @@ struct TenantSetup {
                 )
             }
         }
-        try await store.analyzeDevices()
+        try await store.settleDevices()
         let elapsed = (ContinuousClock.now - started).seconds
         progress.finish(
             "devices: \(done) registered in bulk in \(String(format: "%.1f", elapsed)) s "

@@ -357,12 +357,6 @@ private struct PageSender {
     mutating func run() async throws -> JobPageCounts {
         let now = Date()
         var counts = JobPageCounts()
-        // The devices, the rows already recorded (a page taken over) and the policy's state are read at once.
-        let (store, page, audience) = (store, page, plan.audience)
-        async let targets = Self.registeredDevices(of: page, audience: audience, store: store)
-        async let earlier =
-            page.claims > 1
-            ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
         let policy = RecipientPolicy(
             tenant: tenant,
             notification: PolicyNotification(
@@ -370,24 +364,31 @@ private struct PageSender {
                 threadID: plan.threadID, scope: plan.scope, interruptionLevel: plan.interruptionLevel
             )
         )
-        let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
-        let devices = try await targets
-        let recorded = try await earlier
-        for outcome in recorded.values { count(outcome, into: &counts) }
-        let byToken = Dictionary(devices.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
+        let recipients = try await readRecipients(policy: policy, now: now)
+        for outcome in recipients.recorded.values { count(outcome, into: &counts) }
         var toSend: [DeviceTarget] = []
         var skips: [DeliveryRecord] = []
         var deferred: [Date: [(token: String, user: String)]] = [:]
-        for (token, user) in zip(page.tokens, page.users) where recorded[token] == nil {
-            guard let device = byToken[token], device.userID == user else {
-                // Unregistered, deactivated or moved to another user since the job was planned.
-                skips.append(skip(user: user, token: token, reason: .noDevice, at: now))
-                continue
-            }
-            switch policy.decide(user: user, timeZone: device.timeZone, state: state, now: now) {
+        func route(_ device: DeviceTarget) {
+            switch policy.decide(user: device.userID, timeZone: device.timeZone, state: recipients.state, now: now) {
             case .send: toSend.append(device)
-            case .skip(let reason): skips.append(skip(user: user, token: token, reason: reason, at: now))
-            case .deferUntil(let date): deferred[date, default: []].append((token, user))
+            case .skip(let reason):
+                skips.append(skip(user: device.userID, token: device.token, reason: reason, at: now))
+            case .deferUntil(let date): deferred[date, default: []].append((device.token, device.userID))
+            }
+        }
+        if page.topicRange != nil {
+            for device in recipients.devices where recipients.recorded[device.token] == nil { route(device) }
+        } else {
+            let byToken = Dictionary(
+                recipients.devices.map { ($0.token, $0) }, uniquingKeysWith: { first, _ in first })
+            for (token, user) in zip(page.tokens, page.users) where recipients.recorded[token] == nil {
+                guard let device = byToken[token], device.userID == user else {
+                    // Unregistered, deactivated or moved to another user since the job was planned.
+                    skips.append(skip(user: user, token: token, reason: .noDevice, at: now))
+                    continue
+                }
+                route(device)
             }
         }
         counts.skipped += skips.count
@@ -403,8 +404,32 @@ private struct PageSender {
         return counts
     }
 
-    /// The page's devices as registered now. A topic page's tokens are a run of the topic's devices in token
-    /// order, read again by one range scan; other pages look each token up.
+    /// The page's devices as registered now, the rows already recorded for them (a page taken over) and the
+    /// policy's state for their users. A page of listed devices reads all three at once; a topic range page
+    /// learns its devices first.
+    private func readRecipients(
+        policy: RecipientPolicy, now: Date
+    ) async throws -> (devices: [DeviceTarget], recorded: [String: DeliveryOutcome], state: PolicyState) {
+        let (store, page, audience) = (store, page, plan.audience)
+        if let range = page.topicRange {
+            let devices = try await store.activeDevices(
+                tenant: page.tenantID, in: range, excludedUsers: Array(plan.excludedUsers))
+            async let earlier =
+                page.claims > 1
+                ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: devices.map(\.token)) : [:]
+            let state = try await policy.load(users: Array(Set(devices.map(\.userID))), store: store, now: now)
+            return (devices, try await earlier, state)
+        }
+        async let targets = Self.registeredDevices(of: page, audience: audience, store: store)
+        async let earlier =
+            page.claims > 1
+            ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
+        let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
+        return (try await targets, try await earlier, state)
+    }
+
+    /// The devices of a page of listed devices as registered now. A local-time topic page's tokens are some of
+    /// a run of the topic's devices in token order, read again by one range scan; other pages look each token up.
     private static func registeredDevices(
         of page: JobPage, audience: SendPlan.Audience, store: RelayStore
     ) async throws -> [DeviceTarget] {

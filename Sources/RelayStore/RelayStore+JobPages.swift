@@ -12,12 +12,34 @@ public struct JobPage: Sendable, Hashable {
     public var tenantID: String
     /// When the page may be sent.
     public var dueAt: Date
-    /// The devices' tokens.
+    /// The devices' tokens (empty for a topic range page).
     public var tokens: [String]
-    /// The devices' users, one per token.
+    /// The devices' users, one per token (empty for a topic range page).
     public var users: [String]
+    /// For a topic page due at one time, the run of the topic's devices it sends to, resolved when it is sent;
+    /// `nil` for a page of listed devices (`tokens` and `users`).
+    public var topicRange: TopicRange?
     /// How many times the page has been claimed; more than 1 means a process lost it (crash or stall).
     public var claims: Int
+}
+
+/// A run of a topic's devices in token order: the active devices subscribed to `topic` whose token (as stored)
+/// comes after `after` and is at most `last`. A page sends to the devices in its range when it is sent, so a
+/// device registered into the range after planning gets the notification and one unregistered does not.
+public struct TopicRange: Sendable, Hashable {
+    /// The subscription topic.
+    public var topic: String
+    /// The token before the range (excluded); empty for the topic's first page.
+    public var after: String
+    /// The range's last token (included).
+    public var last: String
+
+    /// The range of `topic`'s devices after `after` up to `last`.
+    public init(topic: String, after: String, last: String) {
+        self.topic = topic
+        self.after = after
+        self.last = last
+    }
 }
 
 /// The counts a finished page adds to its job.
@@ -120,15 +142,16 @@ extension RelayStore {
         }
     }
 
-    /// Writes the next page of a topic fan-out whose devices are all due at `dueAt`, in one statement, so that
-    /// the devices never travel to the relay and back: the active devices of `tenant` subscribed to `topic`
-    /// whose token comes after `after` (`nil`: from the first), about `limit` of them (a token's rows are never
-    /// split, as in ``activeDevices(tenant:topic:after:limit:)``), less those of `excludedUsers`, as page `page`
-    /// of job `jobID`, in token order. No page is written when every device read is excluded; a page written
-    /// before (a planner that took over) is left as it is.
+    /// Writes the next page of a topic fan-out whose devices are all due at `dueAt`, in one statement, as a
+    /// ``TopicRange``: the active devices of `tenant` subscribed to `topic` whose token comes after `after`
+    /// (`nil`: from the first), about `limit` of them (a token's rows are never split, as in
+    /// ``activeDevices(tenant:topic:after:limit:)``). Its devices are read when it is sent; the page stores only
+    /// its range and how many devices the planner counted in it, less those of `excludedUsers` (which the sender
+    /// leaves out too). No page is written when every device read is excluded. A page written before (a planner
+    /// that took over) is left as it is, and its range goes on: the next page starts after its stored last token.
     ///
-    /// - Returns: `nil` when no device comes after `after`; else the last token read (the next page's `after`),
-    ///   the devices read (fewer than `limit`: the topic is done) and the devices in the page.
+    /// - Returns: `nil` when no device comes after `after`; else the page's last token (the next page's
+    ///   `after`), the devices read (fewer than `limit`: the topic is done) and the devices counted in the page.
     public func addTopicJobPage(
         jobID: String,
         tenant: String,
@@ -146,24 +169,36 @@ extension RelayStore {
             for try await (lastToken, devicesRead, pageDevices) in try await database.query(
                 """
                 WITH first AS (
-                    SELECT token FROM devices
+                    SELECT token, user_id FROM devices
                     WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[] AND token > \(after)
                     ORDER BY token LIMIT \(limit)
+                ), bounds AS (
+                    SELECT max(token) AS last FROM first
                 ), selected AS (
-                    SELECT user_id, token, environment FROM devices
+                    SELECT user_id FROM first WHERE token < (SELECT last FROM bounds)
+                    UNION ALL
+                    SELECT user_id FROM devices
                     WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
-                      AND token > \(after) AND token <= (SELECT max(token) FROM first)
-                ), kept AS (
-                    SELECT user_id, token, environment FROM selected WHERE user_id <> ALL(\(excludedUsers)::text[])
+                      AND token = (SELECT last FROM bounds)
+                ), counts AS (
+                    SELECT count(*)::int8 AS read,
+                           count(*) FILTER (WHERE user_id <> ALL(\(excludedUsers)::text[]))::int8 AS kept
+                    FROM selected
                 ), written AS (
-                    INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users, state, skipped)
-                    SELECT \(uuid), \(page), \(tenant), \(dueAt), array_agg(token ORDER BY token, user_id, environment),
-                           array_agg(user_id ORDER BY token, user_id, environment), 'pending', 0
-                    FROM kept HAVING count(*) > 0
+                    INSERT INTO job_pages (
+                        job_id, page, tenant_id, due_at, tokens, users, state, skipped, topic, range_after, range_last,
+                        range_devices
+                    )
+                    SELECT \(uuid), \(page), \(tenant), \(dueAt), '{}', '{}', 'pending', 0, \(topic), \(after), b.last,
+                           c.kept
+                    FROM bounds b, counts c WHERE c.kept > 0
                     ON CONFLICT (job_id, page) DO NOTHING
                 )
-                SELECT (SELECT max(token) FROM first), (SELECT count(*) FROM selected)::int8,
-                       (SELECT count(*) FROM kept)::int8
+                SELECT coalesce(
+                           (SELECT range_last FROM job_pages WHERE job_id = \(uuid) AND page = \(page)),
+                           (SELECT last FROM bounds)
+                       ), c.read, c.kept
+                FROM counts c
                 """,
                 logger: logger
             ).decode((String?, Int, Int).self) {
@@ -211,14 +246,16 @@ extension RelayStore {
                     LIMIT 1
                     FOR UPDATE OF q SKIP LOCKED
                 )
-                RETURNING job_id::text, page, tenant_id, due_at, tokens, users, claims
+                RETURNING job_id::text, page, tenant_id, due_at, tokens, users, claims, topic, range_after, range_last
                 """,
                 preparedAs: ClaimJobPage.self, logger: logger
             ) {
-                let (job, page, tenant, dueAt, tokens, users, claims) = try row.decode(
-                    (String, Int, String, Date, [String], [String], Int).self)
+                let (job, page, tenant, dueAt, tokens, users, claims, topic, after, last) = try row.decode(
+                    (String, Int, String, Date, [String], [String], Int, String?, String?, String?).self)
+                let range = topic.map { TopicRange(topic: $0, after: after ?? "", last: last ?? "") }
                 return JobPage(
-                    jobID: job, page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens, users: users, claims: claims
+                    jobID: job, page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens, users: users,
+                    topicRange: range, claims: claims
                 )
             }
             return nil
@@ -354,7 +391,8 @@ extension RelayStore {
         return nil
     }
 
-    /// The devices of a job's pages that wait for a later time (deferred by quiet hours, or local-time sends).
+    /// The devices of a job's pages that wait for a later time (deferred by quiet hours, or local-time sends); a
+    /// topic range page's devices as registered now.
     public func laterDevices(tenant: String, id: String) async throws(RelayStoreError)
         -> [(token: String, user: String, dueAt: Date)]
     {
@@ -363,8 +401,16 @@ extension RelayStore {
         do {
             for try await (tokens, users, dueAt) in try await database.query(
                 """
-                SELECT tokens, users, due_at FROM job_pages
-                WHERE job_id = \(uuid) AND tenant_id = \(tenant) AND state = 'pending' AND due_at > now()
+                SELECT p.tokens, p.users, p.due_at FROM job_pages p
+                WHERE p.job_id = \(uuid) AND p.tenant_id = \(tenant) AND p.state = 'pending' AND p.due_at > now()
+                  AND p.topic IS NULL
+                UNION ALL
+                SELECT coalesce(array_agg(d.token ORDER BY d.token, d.user_id), '{}'),
+                       coalesce(array_agg(d.user_id ORDER BY d.token, d.user_id), '{}'), p.due_at
+                FROM job_pages p JOIN devices d ON d.tenant_id = p.tenant_id AND d.active
+                    AND d.topics @> ARRAY[p.topic] AND d.token > p.range_after AND d.token <= p.range_last
+                WHERE p.job_id = \(uuid) AND p.tenant_id = \(tenant) AND p.state = 'pending' AND p.due_at > now()
+                GROUP BY p.page, p.due_at
                 """,
                 logger: logger
             ).decode(([String], [String], Date).self) {

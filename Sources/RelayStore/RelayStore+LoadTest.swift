@@ -65,11 +65,14 @@ extension RelayStore {
         )
     }
 
-    /// Refreshes the planner's statistics of the devices table (after a bulk insert, so topic fan-outs read
-    /// it by token order).
-    public func analyzeDevices() async throws(RelayStoreError) {
+    /// Settles the devices table after a bulk insert, as an operator would after a bulk load: vacuums it (so the
+    /// fan-outs' reads do not set the new rows' hint bits), refreshes the planner's statistics (so topic
+    /// fan-outs read it by token order), then checkpoints, so that the load's write-ahead log does not make a
+    /// checkpoint during the measured sends. Needs a superuser (the load test's own cluster).
+    public func settleDevices() async throws(RelayStoreError) {
         do {
-            try await client.query("ANALYZE devices", logger: logger)
+            try await client.query("VACUUM (ANALYZE) devices", logger: logger)
+            try await client.query("CHECKPOINT", logger: logger)
         } catch {
             throw relayStoreFailure(error)
         }
@@ -97,7 +100,9 @@ extension RelayStore {
         do {
             for try await (planned, recorded) in try await client.query(
                 """
-                SELECT coalesce(sum(cardinality(tokens) + CASE WHEN page = 0 THEN skipped ELSE 0 END), 0)::int8,
+                SELECT coalesce(sum(
+                           coalesce(range_devices, cardinality(tokens)) + CASE WHEN page = 0 THEN skipped ELSE 0 END
+                       ), 0)::int8,
                        coalesce(sum(CASE WHEN state = 'done' THEN devices + skipped ELSE 0 END), 0)::int8
                 FROM job_pages WHERE job_id = \(uuid)
                 """,

@@ -56,8 +56,8 @@ struct FanOutTests {
         }
     }
 
-    @Test("the database writes a topic page itself: whole tokens, in token order, excluded users left out")
-    func topicPageWrittenByTheDatabase() async throws {
+    @Test("a topic page is a token range: whole tokens, excluded users not counted, a takeover goes on from it")
+    func topicPageWrittenAsRange() async throws {
         try await withTenantStore { store in
             for seed in 1...12 {
                 try await store.registerDevice(
@@ -80,7 +80,7 @@ struct FanOutTests {
                     jobID: job.id, tenant: "familyportal", page: page, dueAt: instant(0), topic: "chat", after: after,
                     limit: 5, excludedUsers: excluded)
             }
-            // Tokens 1-5, the fifth held by two users: six devices read, user2's left out.
+            // Tokens 1-5, the fifth held by two users: six devices read, user2's not counted.
             let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"]))
             #expect(first.lastToken == deviceToken(5) && first.devicesRead == 6 && first.pageDevices == 5)
             // Tokens 6-10, every user excluded: no page 2.
@@ -91,20 +91,37 @@ struct FanOutTests {
             let third = try #require(try await write(page: 2, after: second.lastToken))
             #expect(third.lastToken == deviceToken(12) && third.devicesRead == 2 && third.pageDevices == 2)
             #expect(try await write(page: 3, after: third.lastToken) == nil)
-            // A planner taking over writes page 1 again: the page written first stands.
-            _ = try await write(page: 1, after: nil)
 
             let pages = try await column(
                 """
-                SELECT page || ' ' || array_to_string(users, ',') || ' ' || array_to_string(tokens, ',')
+                SELECT page || ' ' || topic || ' ' || range_after || '-' || range_last || ' ' || range_devices || ' '
+                       || cardinality(tokens) || ' ' || cardinality(users)
                 FROM job_pages WHERE job_id = '\(job.id)' ORDER BY page
                 """, in: store)
-            let tokens = { (seeds: [Int]) in seeds.map(deviceToken).joined(separator: ",") }
+            #expect(pages == ["1 chat -\(deviceToken(5)) 5 0 0", "2 chat \(deviceToken(10))-\(deviceToken(12)) 2 0 0"])
+
+            // A planner taking over after token 0 was registered writes page 1 again: the page written first
+            // stands, and the next page starts after its stored last token, not after the one just read.
+            try await store.registerDevice(
+                tenant: "familyportal",
+                registration: DeviceRegistration(userID: "user0", token: deviceToken(0), topics: ["chat"]),
+                at: instant(0))
+            let again = try #require(try await write(page: 1, after: nil))
+            #expect(again.lastToken == deviceToken(5) && again.devicesRead == 5)
             #expect(
-                pages == [
-                    "1 user1,user3,user4,user5,user5b \(tokens([1, 3, 4, 5, 5]))",
-                    "2 user11,user12 \(tokens([11, 12]))",
-                ])
+                try await column("SELECT count(*)::text FROM job_pages WHERE job_id = '\(job.id)'", in: store) == ["2"])
+
+            // The sender reads a range's devices as registered then: after `after`, through `last`, less the
+            // excluded users and inactive devices.
+            try await store.deactivateDevice(tenant: "familyportal", token: deviceToken(4), appleTimestamp: instant(9))
+            let range = TopicRange(topic: "chat", after: deviceToken(2), last: deviceToken(5))
+            let devices = try await store.activeDevices(tenant: "familyportal", in: range, excludedUsers: ["user5b"])
+            #expect(devices.map(\.userID) == ["user3", "user5"])
+            let whole = TopicRange(topic: "chat", after: "", last: deviceToken(12))
+            #expect(try await store.activeDevices(tenant: "familyportal", in: whole, excludedUsers: []).count == 13)
+            #expect(try await store.activeDevices(tenant: "anky", in: whole, excludedUsers: []).isEmpty)
+            let photos = TopicRange(topic: "photos", after: "", last: deviceToken(12))
+            #expect(try await store.activeDevices(tenant: "familyportal", in: photos, excludedUsers: []).isEmpty)
         }
     }
 
