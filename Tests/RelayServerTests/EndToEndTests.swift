@@ -155,6 +155,62 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func aTopicPageTakenOverSendsToItsRangeAsRegisteredNowButNotToRecordedDevices() async throws {
+            try await RelayHarness.with(fanOut: false) { relay in
+                let client = relay.client("familyportal")
+                // Tokens in order: a < b < c < late < d.
+                let tokens = ["a1", "b2", "c3", "c8", "d4"].map { String(repeating: $0, count: 32) }
+                for (user, token) in zip(["ann", "bob", "cat", "dan"], [tokens[0], tokens[1], tokens[2], tokens[4]]) {
+                    _ = try await client.registerDevice(registration(user: user, token: token, topics: ["chat"]))
+                }
+                var send = Pushrelay_V1_Send()
+                send.notificationType = "chat_message"
+                send.topic = "chat"
+                send.alert.body = "Dinner?"
+                let jobID = try await client.send(send).jobID
+                // A process plans the job as one range page, leases the page, records ann's delivery and dies
+                // (its lease ran out at once).
+                let store = relay.store
+                let job = try #require(try await store.claimJobForPlanning(owner: "dead", lease: .seconds(30)))
+                #expect(job.id == jobID)
+                let written = try #require(
+                    try await store.addTopicJobPage(
+                        jobID: jobID, tenant: "familyportal", page: 1, dueAt: Date(), topic: "chat", after: nil,
+                        limit: 1_000, excludedUsers: []))
+                #expect(written.lastToken == tokens[4] && written.pageDevices == 4)
+                try await store.finishPlanning(jobID: jobID, owner: "dead")
+                let leased = try #require(try await store.claimJobPage(owner: "dead", lease: .zero))
+                #expect(leased.topicRange == TopicRange(topic: "chat", after: "", last: tokens[4]))
+                #expect(leased.tokens.isEmpty && leased.users.isEmpty)
+                try await store.recordDeliveries(
+                    [
+                        DeliveryRecord(
+                            tenantID: "familyportal", jobID: jobID, userID: "ann", token: tokens[0],
+                            outcome: .delivered,
+                            sentAt: Date(), answeredAt: Date(), notificationType: "chat_message")
+                    ], batchSize: 10)
+                // Before the page is taken over, cat's device goes and eve's comes, inside the range.
+                var unregister = Pushrelay_V1_UnregisterDevice()
+                unregister.token = tokens[2]
+                #expect(try await client.unregisterDevice(unregister).removed == 1)
+                _ = try await client.registerDevice(registration(user: "eve", token: tokens[3], topics: ["chat"]))
+
+                let fanOut = Task { await relay.service.runFanOut() }
+                var status = try await client.jobStatus(jobID: jobID)
+                for _ in 0..<200 where status.state != .completed {
+                    try await Task.sleep(for: .milliseconds(50))
+                    status = try await client.jobStatus(jobID: jobID)
+                }
+                fanOut.cancel()
+                await fanOut.value
+                #expect(status.state == .completed)
+                #expect(status.devices == 4 && status.delivered == 4 && status.failed == 0 && status.skipped == 0)
+                let received = relay.simulator.receivedRequests().compactMap(\.deviceToken).sorted()
+                #expect(received == [tokens[1], tokens[3], tokens[4]])
+                await client.close()
+            }
+        }
+
         @Test func preferencesMutesAndPresenceAreStoredPerUser() async throws {
             try await RelayHarness.with { relay in
                 let client = relay.client("circl")
