@@ -10,7 +10,8 @@ import Synchronization
 /// Does the fan-out of accepted jobs, sharing the work with the workers of every other relay process on
 /// the same database through leases (`FOR UPDATE SKIP LOCKED`):
 ///
-/// - planners lease one due job at a time each, resolves its audience in pages of ``pageSize`` devices
+/// - planners lease one due job at a time each, resolves its audience in pages of ``firstPageSize`` and then
+///   ``laterPageSize`` devices
 ///   (never the whole audience in memory) and writes them as `job_pages`, each with its due time
 ///   (per time zone for local-time sends);
 /// - page loops lease due pages (or pages whose lease ran out: their process died), apply the tenant's
@@ -22,8 +23,18 @@ import Synchronization
 /// per page it was sending, and ``pageLoops`` pages at once; the process that takes the page over skips
 /// the devices already recorded and sends the others again.
 public final class FanOutWorker: Sendable {
-    /// Devices per page.
-    static let pageSize = 1_000
+    /// Devices per page of a job's first ``pageLoops`` pages: a job of up to 12,000 devices spreads over every
+    /// page loop at once.
+    static let firstPageSize = 1_000
+    /// Devices per page after those: each page costs a few statements (claim, devices, policy, completion), and
+    /// pages of 4,000 sent a 400,000-device fan-out 8 % faster than pages of 1,000 (busy CPU per notification
+    /// 27 µs instead of 30 µs).
+    static let laterPageSize = 4_000
+
+    /// The number of devices of page `page` (from 1) of a job.
+    static func pageSize(page: Int) -> Int {
+        page <= pageLoops ? firstPageSize : laterPageSize
+    }
     /// Sends of one page in flight at once.
     static let concurrency = 256
     /// Answers a page hands to the delivery writer at once while it is sent.
@@ -275,8 +286,11 @@ private struct PagePlanner {
         switch plan.audience {
         case .users(let users):
             let wanted = Array(Set(users).subtracting(plan.excludedUsers)).sorted()
-            for start in stride(from: 0, to: wanted.count, by: FanOutWorker.pageSize) {
-                let slice = Array(wanted[start..<min(start + FanOutWorker.pageSize, wanted.count)])
+            var start = 0
+            while start < wanted.count {
+                let end = min(start + FanOutWorker.pageSize(page: nextPage), wanted.count)
+                let slice = Array(wanted[start..<end])
+                start = end
                 let devices = try await store.activeDevices(tenant: job.tenantID, users: slice).map(DeviceTarget.init)
                 let found = Set(devices.map(\.userID))
                 withoutDevice += slice.filter { !found.contains($0) }
@@ -284,8 +298,11 @@ private struct PagePlanner {
             }
         case .tokens(let tokens):
             let unique = Array(Set(tokens)).sorted()
-            for start in stride(from: 0, to: unique.count, by: FanOutWorker.pageSize) {
-                let slice = Array(unique[start..<min(start + FanOutWorker.pageSize, unique.count)])
+            var start = 0
+            while start < unique.count {
+                let end = min(start + FanOutWorker.pageSize(page: nextPage), unique.count)
+                let slice = Array(unique[start..<end])
+                start = end
                 let devices = try await store.activeDevices(tenant: job.tenantID, tokens: slice).map(DeviceTarget.init)
                 try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
             }
@@ -293,28 +310,30 @@ private struct PagePlanner {
             if let dueAt = plan.schedule.dueAt(now: now) {
                 // One due time for every device: the database writes each page from the topic itself.
                 var after: String?
+                var size = FanOutWorker.pageSize(page: nextPage)
                 while let written = try await store.addTopicJobPage(
                     jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, topic: topic, after: after,
-                    limit: FanOutWorker.pageSize, excludedUsers: Array(plan.excludedUsers)
+                    limit: size, excludedUsers: Array(plan.excludedUsers)
                 ) {
                     if written.pageDevices > 0 {
                         pageWritten()
                         nextPage += 1
                     }
                     after = written.lastToken
-                    if written.devicesRead < FanOutWorker.pageSize { break }
+                    if written.devicesRead < size { break }
+                    size = FanOutWorker.pageSize(page: nextPage)
                 }
                 break
             }
             var after: String?
             while true {
+                let size = FanOutWorker.pageSize(page: nextPage)
                 let devices = try await store.activeDevices(
-                    tenant: job.tenantID, topic: topic, after: after, limit: FanOutWorker.pageSize
-                )
+                    tenant: job.tenantID, topic: topic, after: after, limit: size)
                 if devices.isEmpty { break }
                 after = devices.map(\.token).max()
                 try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
-                if devices.count < FanOutWorker.pageSize { break }
+                if devices.count < size { break }
             }
         }
         // Page 0 sums up the recipients without a device (when there are some); their rows say so.
