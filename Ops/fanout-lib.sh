@@ -237,9 +237,10 @@ fl_start_relay() {
 }
 
 # psql on the embedded cluster's unix socket (in the data folder, port 5432, superuser pushrelay, trust).
+# The statement goes in on stdin: a list of thousands of job ids is longer than one program argument may be.
 fl_psql() {
-    timeout 30 psql -X -A -t -q -v ON_ERROR_STOP=1 -F ' ' \
-        "host=$TMP/pg port=5432 user=pushrelay dbname=pushrelay" -c "$1"
+    printf '%s\n' "$1" | timeout 30 psql -X -A -t -q -v ON_ERROR_STOP=1 -F ' ' \
+        "host=$TMP/pg port=5432 user=pushrelay dbname=pushrelay" -f -
 }
 
 # Waits until job `$1` is completed (or failed/cancelled: then fails).
