@@ -241,15 +241,27 @@ extension RelayStore {
     }
 
     /// The attempts to device `token` in `tenant`, the latest first, at most `limit`.
+    ///
+    /// They are found through the users a device row of `tenant` paired with `token` (now, or within the
+    /// retention: `token_users`), by the (tenant, user, time) index: there is no index on the token of a
+    /// delivery. A row recorded for a pair no device ever held (only ``recordDeliveries(_:batchSize:)`` called
+    /// directly writes one) is not found.
     public func deliveries(tenant: String, token: String, limit: Int = 1_000) async throws(RelayStoreError)
         -> [DeliveryRecord]
     {
         let token = token.lowercased()
         return try await deliveryRows(
             """
-            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
-            WHERE tenant_id = \(tenant) AND token = \(token)
-            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
+            SELECT attempts.* FROM (
+                SELECT user_id FROM token_users WHERE tenant_id = \(tenant) AND token = \(token)
+                UNION
+                SELECT user_id FROM devices WHERE tenant_id = \(tenant) AND token = \(token)
+            ) users CROSS JOIN LATERAL (
+                SELECT \(unescaped: Self.deliveryColumns) FROM deliveries d
+                WHERE d.tenant_id = \(tenant) AND d.user_id = users.user_id AND d.token = \(token)
+                ORDER BY d.sent_at DESC, d.attempt DESC LIMIT \(limit)
+            ) attempts
+            ORDER BY attempts.sent_at DESC, attempts.attempt DESC LIMIT \(limit)
             """
         )
     }

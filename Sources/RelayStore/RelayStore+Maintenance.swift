@@ -18,6 +18,8 @@ public struct MaintenanceReport: Sendable, Hashable {
     public var deletedPresence: Int
     /// The remembered dead tokens it forgot, invalidated before the retention.
     public var deletedDeadTokens: Int
+    /// The (tenant, token, user) pairs it forgot: no device holds them, and none has since the retention.
+    public var deletedTokenUsers: Int
 
     /// Creates a report.
     public init(
@@ -27,7 +29,8 @@ public struct MaintenanceReport: Sendable, Hashable {
         deletedJobs: Int = 0,
         deletedMutes: Int = 0,
         deletedPresence: Int = 0,
-        deletedDeadTokens: Int = 0
+        deletedDeadTokens: Int = 0,
+        deletedTokenUsers: Int = 0
     ) {
         self.createdPartitions = createdPartitions
         self.droppedPartitions = droppedPartitions
@@ -36,6 +39,7 @@ public struct MaintenanceReport: Sendable, Hashable {
         self.deletedMutes = deletedMutes
         self.deletedPresence = deletedPresence
         self.deletedDeadTokens = deletedDeadTokens
+        self.deletedTokenUsers = deletedTokenUsers
     }
 }
 
@@ -50,8 +54,9 @@ extension RelayStore {
     /// 2. Drops the delivery partitions wholly older than `retentionDays` days before `now`.
     /// 3. Clears idempotency keys older than ``idempotencyWindow`` (a send with such a key makes a new job even
     ///    before this runs; clearing keeps the unique index small).
-    /// 4. Deletes jobs finished before the retention, mutes and presence that ended by `now`, and remembered dead
-    ///    tokens invalidated before the retention.
+    /// 4. Deletes jobs finished before the retention, mutes and presence that ended by `now`, remembered dead
+    ///    tokens invalidated before the retention, and the token-user pairs (the lookup of deliveries by token)
+    ///    that no device has held since before the retention.
     ///
     /// - Parameters:
     ///   - retentionDays: How many days of deliveries, finished jobs and dead tokens to keep; at least 1.
@@ -104,6 +109,19 @@ extension RelayStore {
             SELECT count(*)::int8 FROM deleted
             """
         )
+        report.deletedTokenUsers = try await count(
+            """
+            WITH deleted AS (
+                DELETE FROM token_users t
+                WHERE t.seen_at < \(cutoff) AND NOT EXISTS (
+                    SELECT 1 FROM devices d
+                    WHERE d.tenant_id = t.tenant_id AND d.token = t.token AND d.user_id = t.user_id
+                )
+                RETURNING 1
+            )
+            SELECT count(*)::int8 FROM deleted
+            """
+        )
         logger.info(
             "maintenance done",
             metadata: [
@@ -114,6 +132,7 @@ extension RelayStore {
                 "deleted_mutes": "\(report.deletedMutes)",
                 "deleted_presence": "\(report.deletedPresence)",
                 "deleted_dead_tokens": "\(report.deletedDeadTokens)",
+                "deleted_token_users": "\(report.deletedTokenUsers)",
             ])
         return report
     }

@@ -23,6 +23,10 @@ struct DeliveryTests {
         try await withTenantStore { store in
             try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2)
             let records = makeDeliveries(tenant: "circl", count: 10_000)
+            // A token's deliveries are found through the users its device rows held.
+            try await store.registerDevice(
+                tenant: "circl", registration: DeviceRegistration(userID: "user99", token: deviceToken(999)),
+                at: instant())
             let report = try await store.recordDeliveries(records, batchSize: 1_000)
             #expect(report == DeliveryWriteReport(rows: 10_000, statements: 10))
 
@@ -141,6 +145,12 @@ struct DeliveryTests {
             try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 2)
             try await store.recordDeliveries(
                 makeDeliveries(tenant: "circl", count: 10) + makeDeliveries(tenant: "anky", count: 4))
+            // The token is user7's in both tenants; only circl has deliveries to it.
+            for tenant in ["circl", "anky"] {
+                try await store.registerDevice(
+                    tenant: tenant, registration: DeviceRegistration(userID: "user7", token: deviceToken(7)),
+                    at: instant())
+            }
             #expect(try await store.deliveries(tenant: "anky", job: "job-1").count == 2)
             #expect(try await store.deliveries(tenant: "anky", user: "user5").isEmpty)
             #expect(try await store.deliveries(tenant: "anky", token: deviceToken(7)).isEmpty)
@@ -149,6 +159,35 @@ struct DeliveryTests {
             #expect(anky.count == 4)
             #expect(anky.allSatisfy { $0.tenantID == "anky" })
             #expect(try await store.deliveries(tenant: "familyportal", from: instant(-1), to: instant(1_000)).isEmpty)
+        }
+    }
+
+    @Test("a token's deliveries are found after it moved to another user and after it was unregistered")
+    func tokenLookupThroughItsUsers() async throws {
+        try await withTenantStore { store in
+            try await store.ensureDeliveryPartitions(around: instant(), daysAhead: 1)
+            let token = deviceToken(42)
+            func delivery(to user: String, at seconds: Int) -> DeliveryRecord {
+                DeliveryRecord(
+                    tenantID: "circl", jobID: "job-\(user)", userID: user, token: token, outcome: .delivered,
+                    attempt: 1, sentAt: instant(seconds))
+            }
+            // circl: a token moves to the last user who registers it.
+            try await store.registerDevice(
+                tenant: "circl", registration: DeviceRegistration(userID: "alice", token: token), at: instant(0))
+            try await store.recordDeliveries([delivery(to: "alice", at: 10)])
+            let moved = try await store.registerDevice(
+                tenant: "circl", registration: DeviceRegistration(userID: "bob", token: token), at: instant(20))
+            #expect(moved.previousUserID == "alice")
+            // A row of a pair no device held (only a direct call writes one) is not found by the token.
+            try await store.recordDeliveries([delivery(to: "bob", at: 30), delivery(to: "carol", at: 40)])
+            #expect(try await store.deliveries(tenant: "circl", token: token).map(\.userID) == ["bob", "alice"])
+
+            #expect(try await store.unregisterDevice(tenant: "circl", token: token) == 1)
+            let found = try await store.deliveries(tenant: "circl", token: token.uppercased(), limit: 1)
+            #expect(found.map(\.sentAt) == [instant(30)])
+            #expect(try await store.deliveries(tenant: "circl", token: token).count == 2)
+            #expect(try await store.deliveries(tenant: "anky", token: token).isEmpty)
         }
     }
 

@@ -62,6 +62,20 @@ struct MaintenanceTests {
             try await store.deactivateDevice(
                 tenant: "circl", token: deviceToken(2), appleTimestamp: now.addingTimeInterval(-1 * day))
 
+            // Token-user pairs: one no device has held for 40 days, one for 10 days, one a device holds.
+            for (index, user) in ["gone", "recent", "kept"].enumerated() {
+                try await store.registerDevice(
+                    tenant: "argus", registration: DeviceRegistration(userID: user, token: deviceToken(100 + index)),
+                    at: now)
+            }
+            try await store.unregisterDevice(tenant: "argus", token: deviceToken(100))
+            try await store.unregisterDevice(tenant: "argus", token: deviceToken(101))
+            for (user, days) in [("gone", 40), ("recent", 10), ("kept", 40)] {
+                try await execute(
+                    "UPDATE token_users SET seen_at = now() - interval '\(days) days' WHERE user_id = '\(user)'",
+                    in: store)
+            }
+
             let report = try await store.maintain(retentionDays: 30, now: now)
             #expect(report.createdPartitions == (0...2).map { partitionName(now.addingTimeInterval(Double($0) * day)) })
             #expect(report.droppedPartitions == [partitionName(now.addingTimeInterval(-40 * day))])
@@ -70,6 +84,10 @@ struct MaintenanceTests {
             #expect(report.deletedMutes == 1)
             #expect(report.deletedPresence == 1)
             #expect(report.deletedDeadTokens == 1)
+            #expect(report.deletedTokenUsers == 1)
+            let pairs = try await column(
+                "SELECT user_id FROM token_users WHERE tenant_id = 'argus' ORDER BY user_id", in: store)
+            #expect(pairs == ["kept", "recent"])
 
             #expect(
                 try await store.deliveryPartitions()
