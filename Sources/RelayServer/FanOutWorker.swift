@@ -39,6 +39,10 @@ public final class FanOutWorker: Sendable {
     static let concurrency = 256
     /// Answers a page hands to the delivery writer at once while it is sent.
     static let recordBatch = 250
+    /// Answers a sending page waits for before it takes them (all of them when fewer are in flight): each take
+    /// wakes the page's task and each pass hands the sends it starts to the pools' event loops, so a take per
+    /// answer or two cost two thread hops per notification.
+    static let answerBatch = 32
     /// Pages one process sends at once.
     static let pageLoops = 12
     /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
@@ -560,7 +564,7 @@ private struct PageSender {
             submitBatches()
             if inFlight == 0 && pending.count < FanOutWorker.recordBatch { break }
             if inFlight > 0 {
-                for answer in await inbox.take() {
+                for answer in await inbox.take(atLeast: min(FanOutWorker.answerBatch, inFlight)) {
                     guard let send = started[answer.index] else { continue }
                     started[answer.index] = nil
                     inFlight -= 1
@@ -684,18 +688,25 @@ private struct PoolBatch {
 
 /// Where the pools' event loops leave a page's answers for the page's task, which takes them in batches.
 private final class AnswerInbox: Sendable {
-    private let state = Mutex<(answers: [Answer], taker: CheckedContinuation<[Answer], Never>?)>(([], nil))
+    private struct State {
+        var answers: [Answer] = []
+        var taker: CheckedContinuation<[Answer], Never>?
+        /// How many answers the waiting taker asked for.
+        var wanted = 1
+    }
+
+    private let state = Mutex<State>(State())
     private let waitingCount = Atomic<Int>(0)
 
     /// Answers left and not taken yet.
     var waiting: Int { waitingCount.load(ordering: .relaxed) }
 
-    /// Leaves an answer; wakes the task when it waits.
+    /// Leaves an answer; wakes the task when it waits and the answers it asked for are in.
     func put(_ answer: Answer) {
         let (taker, answers) = state.withLock { state -> (CheckedContinuation<[Answer], Never>?, [Answer]) in
             state.answers.append(answer)
             waitingCount.add(1, ordering: .relaxed)
-            guard let taker = state.taker else { return (nil, []) }
+            guard let taker = state.taker, state.answers.count >= state.wanted else { return (nil, []) }
             state.taker = nil
             waitingCount.subtract(state.answers.count, ordering: .relaxed)
             defer { state.answers = [] }
@@ -704,12 +715,14 @@ private final class AnswerInbox: Sendable {
         taker?.resume(returning: answers)
     }
 
-    /// Every answer left so far, waiting for the first when there is none. One task takes at a time.
-    func take() async -> [Answer] {
+    /// Every answer left so far, waiting until there are `count` (at least one). One task takes at a time, and
+    /// asks for no more answers than it has sends in flight.
+    func take(atLeast count: Int) async -> [Answer] {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state -> [Answer]? in
-                guard !state.answers.isEmpty else {
+                guard state.answers.count >= max(count, 1) else {
                     state.taker = continuation
+                    state.wanted = max(count, 1)
                     return nil
                 }
                 waitingCount.subtract(state.answers.count, ordering: .relaxed)
