@@ -15,7 +15,9 @@ import Synchronization
 ///   (never the whole audience in memory) and writes them as `job_pages`, each with its due time
 ///   (per time zone for local-time sends);
 /// - page loops lease due pages (or pages whose lease ran out: their process died), apply the tenant's
-///   policy to each recipient, send through the pools, record every attempt, and complete the page.
+///   policy to each recipient, send through the pools, record every attempt, and complete the page; a job's
+///   first ``pageLoops`` topic pages go to the devices the planner read when it wrote them (``PlannedDevices``)
+///   if a loop of the same process takes them within a second, and are read again otherwise.
 ///
 /// A device is sent a job once, except after a crash: results are handed to the process's ``DeliveryWriter``
 /// every ``recordBatch`` answers, a page's next batch only once its previous one is written, so a process that
@@ -68,6 +70,8 @@ public final class FanOutWorker: Sendable {
     private let pageLoops = WakeSignal()
     /// Pages this process is sending, by job and page number.
     private let held = Mutex<[String: HeldPage]>([:])
+    /// The devices of the topic pages planned here and not taken yet.
+    private let plannedDevices = PlannedDevices()
     /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
     private let plans = Mutex<[String: (plan: SendPlan, tenant: TenantConfiguration)]>([:])
     /// Plans kept before the cache starts again.
@@ -168,7 +172,8 @@ public final class FanOutWorker: Sendable {
         log[metadataKey: "job"] = "\(job.id)"
         do {
             let (plan, _) = try await sendPlan(for: job)
-            var planner = PagePlanner(job: job, plan: plan, store: store, pageWritten: pageLoops.wakeOne)
+            var planner = PagePlanner(
+                job: job, plan: plan, store: store, plannedDevices: plannedDevices, pageWritten: pageLoops.wakeOne)
             try await planner.writePages()
             try await store.finishPlanning(jobID: job.id, owner: owner)
             log.debug("job planned", metadata: ["pages": "\(planner.pagesWritten)"])
@@ -238,9 +243,11 @@ public final class FanOutWorker: Sendable {
                 guard let job = try await store.job(tenant: page.tenantID, id: page.jobID) else { return }
                 (plan, tenant) = try await sendPlan(for: job)
             }
+            // A page claimed before was sent in part by a process that lost it: its range is read again.
+            let planned = page.claims == 1 ? plannedDevices.take(jobID: page.jobID, page: page.page) : nil
             var sender = PageSender(
                 page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,
-                pacer: pacer, lost: { holding.lost.load(ordering: .relaxed) }
+                pacer: pacer, plannedDevices: planned, lost: { holding.lost.load(ordering: .relaxed) }
             )
             let counts = try await sender.run()
             guard !holding.lost.load(ordering: .relaxed) else {
@@ -259,14 +266,20 @@ private struct PagePlanner {
     let job: JobRecord
     let plan: SendPlan
     let store: RelayStore
+    /// Where the devices of the first topic pages are left for this process's page loops.
+    let plannedDevices: PlannedDevices
     /// Called after each page is written, so that a page loop starts on it while planning goes on.
     let pageWritten: @Sendable () -> Void
     private(set) var pagesWritten = 0
 
-    init(job: JobRecord, plan: SendPlan, store: RelayStore, pageWritten: @escaping @Sendable () -> Void) {
+    init(
+        job: JobRecord, plan: SendPlan, store: RelayStore, plannedDevices: PlannedDevices,
+        pageWritten: @escaping @Sendable () -> Void
+    ) {
         self.job = job
         self.plan = plan
         self.store = store
+        self.plannedDevices = plannedDevices
         self.pageWritten = pageWritten
     }
 
@@ -315,11 +328,17 @@ private struct PagePlanner {
                 // One due time for every device: the database writes each page from the topic itself.
                 var after: String?
                 var size = FanOutWorker.pageSize(page: nextPage)
+                // A page due now among the first ones is most likely sent by a loop of this process at once: the
+                // planner keeps its devices for it (pages due later are read when they are sent).
                 while let written = try await store.addTopicJobPage(
                     jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, topic: topic, after: after,
-                    limit: size, excludedUsers: Array(plan.excludedUsers)
+                    limit: size, excludedUsers: Array(plan.excludedUsers),
+                    returningDevices: nextPage <= FanOutWorker.pageLoops && dueAt <= Date()
                 ) {
                     if written.pageDevices > 0 {
+                        if let devices = written.devices {
+                            plannedDevices.keep(devices, jobID: job.id, page: nextPage)
+                        }
                         pageWritten()
                         nextPage += 1
                     }
@@ -374,6 +393,9 @@ private struct PageSender {
     let pools: PoolRegistry
     let results: ResultBroadcaster
     let pacer: TenantPacer
+    /// The devices of a topic range page as its planner read them moments ago, when this process planned it;
+    /// `nil`: the range is read.
+    let plannedDevices: [DeviceTarget]?
     /// Whether the page's lease was lost: no new send is started then.
     let lost: @Sendable () -> Bool
 
@@ -435,8 +457,13 @@ private struct PageSender {
     ) async throws -> (devices: [DeviceTarget], recorded: [String: DeliveryOutcome], state: PolicyState) {
         let (store, page, audience) = (store, page, plan.audience)
         if let range = page.topicRange {
-            let devices = try await store.activeDevices(
-                tenant: page.tenantID, in: range, excludedUsers: Array(plan.excludedUsers))
+            let devices: [DeviceTarget]
+            if let plannedDevices {
+                devices = plannedDevices
+            } else {
+                devices = try await store.activeDevices(
+                    tenant: page.tenantID, in: range, excludedUsers: Array(plan.excludedUsers))
+            }
             async let earlier =
                 page.claims > 1
                 ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: devices.map(\.token)) : [:]
@@ -731,6 +758,44 @@ private final class AnswerInbox: Sendable {
             }
             if let ready { continuation.resume(returning: ready) }
         }
+    }
+}
+
+/// The devices of topic pages as their planner read them, by job and page, each for the first page loop of the
+/// process that claims the page soon enough: a page due now among a job's first ones is read once instead of
+/// twice (once to find where it ends, once to send it). At most ``capacity`` pages are kept, each for at
+/// most ``maxAge``; a page claimed later, or by another process, is read when it is sent.
+final class PlannedDevices: Sendable {
+    /// Pages kept at most (by default ``FanOutWorker/planLoops`` jobs' first ``FanOutWorker/pageLoops`` pages).
+    let capacity: Int
+    /// How long a page's devices stand for its range: a page taken later is read again.
+    let maxAge: Duration
+    private let pages = Mutex<[String: (devices: [DeviceTarget], keptAt: ContinuousClock.Instant)]>([:])
+
+    /// Keeps up to `capacity` pages, each for `maxAge`.
+    init(capacity: Int = FanOutWorker.planLoops * FanOutWorker.pageLoops, maxAge: Duration = .seconds(1)) {
+        self.capacity = capacity
+        self.maxAge = maxAge
+    }
+
+    /// Keeps the devices of page `page` of job `jobID`, unless ``capacity`` pages younger than ``maxAge`` are
+    /// kept already.
+    func keep(_ devices: [DeviceTarget], jobID: String, page: Int) {
+        let now = ContinuousClock.now
+        pages.withLock { pages in
+            if pages.count >= capacity {
+                pages = pages.filter { now - $0.value.keptAt < maxAge }
+            }
+            guard pages.count < capacity else { return }
+            pages["\(jobID)/\(page)"] = (devices, now)
+        }
+    }
+
+    /// The devices of page `page` of job `jobID` if they are kept and younger than ``maxAge``; they are not
+    /// kept after.
+    func take(jobID: String, page: Int) -> [DeviceTarget]? {
+        guard let kept = pages.withLock({ $0.removeValue(forKey: "\(jobID)/\(page)") }) else { return nil }
+        return ContinuousClock.now - kept.keptAt < maxAge ? kept.devices : nil
     }
 }
 

@@ -551,20 +551,28 @@ extension RelayStore {
         var targets: [DeviceTarget] = []
         for row in rows {
             let (users, tokens, environments, timeZones) = try row.decode(([String], [String], [String], [String]).self)
-            guard users.count == tokens.count, users.count == environments.count, users.count == timeZones.count else {
-                throw RelayStoreError.databaseUnavailable("device arrays of different lengths")
+            targets += try Self.targets(users: users, tokens: tokens, environments: environments, timeZones: timeZones)
+        }
+        return targets
+    }
+
+    /// The targets of four arrays side by side (``DeviceTarget/columns``, an empty time zone for none).
+    static func targets(
+        users: [String], tokens: [String], environments: [String], timeZones: [String]
+    ) throws(RelayStoreError) -> [DeviceTarget] {
+        guard users.count == tokens.count, users.count == environments.count, users.count == timeZones.count else {
+            throw .databaseUnavailable("device arrays of different lengths")
+        }
+        var targets: [DeviceTarget] = []
+        targets.reserveCapacity(users.count)
+        for index in users.indices {
+            guard let environment = TenantConfiguration.Environment(rawValue: environments[index]) else {
+                throw .databaseUnavailable("device row with unknown environment \(environments[index])")
             }
-            targets.reserveCapacity(users.count)
-            for index in users.indices {
-                guard let environment = TenantConfiguration.Environment(rawValue: environments[index]) else {
-                    throw RelayStoreError.databaseUnavailable(
-                        "device row with unknown environment \(environments[index])")
-                }
-                targets.append(
-                    DeviceTarget(
-                        userID: users[index], token: tokens[index], environment: environment,
-                        timeZone: timeZones[index].isEmpty ? nil : timeZones[index]))
-            }
+            targets.append(
+                DeviceTarget(
+                    userID: users[index], token: tokens[index], environment: environment,
+                    timeZone: timeZones[index].isEmpty ? nil : timeZones[index]))
         }
         return targets
     }

@@ -25,7 +25,9 @@ public struct JobPage: Sendable, Hashable {
 
 /// A run of a topic's devices in token order: the active devices subscribed to `topic` whose token (as stored)
 /// comes after `after` and is at most `last`. A page sends to the devices in its range when it is sent, so a
-/// device registered into the range after planning gets the notification and one unregistered does not.
+/// device registered into the range after planning gets the notification and one unregistered does not
+/// (unless the page is sent at once to the devices its planner read: see
+/// ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:returningDevices:)``).
 public struct TopicRange: Sendable, Hashable {
     /// The subscription topic.
     public var topic: String
@@ -40,6 +42,20 @@ public struct TopicRange: Sendable, Hashable {
         self.after = after
         self.last = last
     }
+}
+
+/// What ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:returningDevices:)``
+/// wrote.
+public struct TopicPageWrite: Sendable, Hashable {
+    /// The page's last token: the next page's `after`.
+    public var lastToken: String
+    /// The devices read; fewer than the limit when the topic is done.
+    public var devicesRead: Int
+    /// The devices counted in the page (those of excluded users left out); no page was written when 0.
+    public var pageDevices: Int
+    /// The page's devices as read, when they were asked for and the page is new (`nil` for a page written
+    /// before, whose range may differ).
+    public var devices: [DeviceTarget]?
 }
 
 /// The counts a finished page adds to its job.
@@ -150,8 +166,13 @@ extension RelayStore {
     /// leaves out too). No page is written when every device read is excluded. A page written before (a planner
     /// that took over) is left as it is, and its range goes on: the next page starts after its stored last token.
     ///
+    /// With `returningDevices`, a page this call wrote also comes with its devices as read, less those of
+    /// `excludedUsers`, in the order of ``activeDevices(tenant:in:excludedUsers:)``: what reading its range
+    /// right away would return, without a second statement.
+    ///
     /// - Returns: `nil` when no device comes after `after`; else the page's last token (the next page's
-    ///   `after`), the devices read (fewer than `limit`: the topic is done) and the devices counted in the page.
+    ///   `after`), the devices read (fewer than `limit`: the topic is done), the devices counted in the page
+    ///   and, when asked for and the page is new, its devices.
     public func addTopicJobPage(
         jobID: String,
         tenant: String,
@@ -160,50 +181,67 @@ extension RelayStore {
         topic: String,
         after: String?,
         limit: Int,
-        excludedUsers: [String]
-    ) async throws(RelayStoreError) -> (lastToken: String, devicesRead: Int, pageDevices: Int)? {
+        excludedUsers: [String],
+        returningDevices: Bool = false
+    ) async throws(RelayStoreError) -> TopicPageWrite? {
         guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         let after = after?.lowercased() ?? ""
         do {
-            for try await (lastToken, devicesRead, pageDevices) in try await database.query(
-                """
-                WITH first AS (
-                    SELECT token, user_id FROM devices
-                    WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[] AND token > \(after)
-                    ORDER BY token LIMIT \(limit)
-                ), bounds AS (
-                    SELECT max(token) AS last FROM first
-                ), selected AS (
-                    SELECT user_id FROM first WHERE token < (SELECT last FROM bounds)
-                    UNION ALL
-                    SELECT user_id FROM devices
-                    WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
-                      AND token = (SELECT last FROM bounds)
-                ), counts AS (
-                    SELECT count(*)::int8 AS read,
-                           count(*) FILTER (WHERE user_id <> ALL(\(excludedUsers)::text[]))::int8 AS kept
-                    FROM selected
-                ), written AS (
-                    INSERT INTO job_pages (
-                        job_id, page, tenant_id, due_at, tokens, users, state, skipped, topic, range_after, range_last,
-                        range_devices
+            for try await (lastToken, devicesRead, pageDevices, isNew, users, tokens, environments, timeZones)
+                in try await database.query(
+                    """
+                    WITH first AS (
+                        SELECT \(unescaped: DeviceTarget.columns), registered_at FROM devices
+                        WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[] AND token > \(after)
+                        ORDER BY token LIMIT \(limit)
+                    ), bounds AS (
+                        SELECT max(token) AS last FROM first
+                    ), selected AS (
+                        SELECT * FROM first WHERE token < (SELECT last FROM bounds)
+                        UNION ALL
+                        SELECT \(unescaped: DeviceTarget.columns), registered_at FROM devices
+                        WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+                          AND token = (SELECT last FROM bounds)
+                    ), counts AS (
+                        SELECT count(*)::int8 AS read,
+                               count(*) FILTER (WHERE user_id <> ALL(\(excludedUsers)::text[]))::int8 AS kept
+                        FROM selected
+                    ), written AS (
+                        INSERT INTO job_pages (
+                            job_id, page, tenant_id, due_at, tokens, users, state, skipped, topic, range_after, range_last,
+                            range_devices
+                        )
+                        SELECT \(uuid), \(page), \(tenant), \(dueAt), '{}', '{}', 'pending', 0, \(topic), \(after), b.last,
+                               c.kept
+                        FROM bounds b, counts c WHERE c.kept > 0
+                        ON CONFLICT (job_id, page) DO NOTHING
+                        RETURNING 1
                     )
-                    SELECT \(uuid), \(page), \(tenant), \(dueAt), '{}', '{}', 'pending', 0, \(topic), \(after), b.last,
-                           c.kept
-                    FROM bounds b, counts c WHERE c.kept > 0
-                    ON CONFLICT (job_id, page) DO NOTHING
-                )
-                SELECT coalesce(
-                           (SELECT range_last FROM job_pages WHERE job_id = \(uuid) AND page = \(page)),
-                           (SELECT last FROM bounds)
-                       ), c.read, c.kept
-                FROM counts c
-                """,
-                logger: logger
-            ).decode((String?, Int, Int).self) {
+                    SELECT coalesce(
+                               (SELECT range_last FROM job_pages WHERE job_id = \(uuid) AND page = \(page)),
+                               (SELECT last FROM bounds)
+                           ), c.read, c.kept, EXISTS (SELECT 1 FROM written), d.*
+                    FROM counts c, LATERAL (
+                        SELECT coalesce(array_agg(user_id), '{}'), coalesce(array_agg(token), '{}'),
+                               coalesce(array_agg(environment), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
+                        FROM (
+                            SELECT * FROM selected
+                            WHERE \(returningDevices) AND user_id <> ALL(\(excludedUsers)::text[])
+                            ORDER BY token, user_id, registered_at DESC
+                        ) page
+                    ) d
+                    """,
+                    logger: logger
+                ).decode((String?, Int, Int, Bool, [String], [String], [String], [String]).self)
+            {
                 guard let lastToken else { return nil }
-                return (lastToken, devicesRead, pageDevices)
+                let devices =
+                    returningDevices && isNew
+                    ? try Self.targets(users: users, tokens: tokens, environments: environments, timeZones: timeZones)
+                    : nil
+                return TopicPageWrite(
+                    lastToken: lastToken, devicesRead: devicesRead, pageDevices: pageDevices, devices: devices)
             }
             return nil
         } catch {

@@ -73,16 +73,22 @@ struct FanOutTests {
                 tenant: "familyportal", notificationType: "chat_message", idempotencyKey: nil, request: []
             ).job
             /// Page `page` from the devices after `after`, 5 at a time.
-            func write(page: Int, after: String?, excluding excluded: [String] = []) async throws -> (
-                lastToken: String, devicesRead: Int, pageDevices: Int
-            )? {
+            func write(
+                page: Int, after: String?, excluding excluded: [String] = [], returningDevices: Bool = false
+            ) async throws -> TopicPageWrite? {
                 try await store.addTopicJobPage(
                     jobID: job.id, tenant: "familyportal", page: page, dueAt: instant(0), topic: "chat", after: after,
-                    limit: 5, excludedUsers: excluded)
+                    limit: 5, excludedUsers: excluded, returningDevices: returningDevices)
             }
             // Tokens 1-5, the fifth held by two users: six devices read, user2's not counted.
-            let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"]))
+            let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"], returningDevices: true))
             #expect(first.lastToken == deviceToken(5) && first.devicesRead == 6 && first.pageDevices == 5)
+            // Asked for, the new page's devices come as the sender would read its range now.
+            let firstRange = TopicRange(topic: "chat", after: "", last: first.lastToken)
+            let firstDevices = try await store.activeDevices(
+                tenant: "familyportal", in: firstRange, excludedUsers: ["user2"])
+            #expect(firstDevices.map(\.userID) == ["user1", "user3", "user4", "user5", "user5b"])
+            #expect(first.devices == firstDevices)
             // Tokens 6-10, every user excluded: no page 2.
             let excluded = (6...10).map { "user\($0)" }
             let second = try #require(try await write(page: 2, after: first.lastToken, excluding: excluded))
@@ -90,6 +96,7 @@ struct FanOutTests {
             // Tokens 11-12 as page 2: fewer than 5, the topic is done; nothing after them.
             let third = try #require(try await write(page: 2, after: second.lastToken))
             #expect(third.lastToken == deviceToken(12) && third.devicesRead == 2 && third.pageDevices == 2)
+            #expect(third.devices == nil)
             #expect(try await write(page: 3, after: third.lastToken) == nil)
 
             let pages = try await column(
@@ -106,8 +113,10 @@ struct FanOutTests {
                 tenant: "familyportal",
                 registration: DeviceRegistration(userID: "user0", token: deviceToken(0), topics: ["chat"]),
                 at: instant(0))
-            let again = try #require(try await write(page: 1, after: nil))
+            let again = try #require(try await write(page: 1, after: nil, returningDevices: true))
             #expect(again.lastToken == deviceToken(5) && again.devicesRead == 5)
+            // Its devices are not handed out: they are not the stored page's.
+            #expect(again.devices == nil)
             #expect(
                 try await column("SELECT count(*)::text FROM job_pages WHERE job_id = '\(job.id)'", in: store) == ["2"])
 
