@@ -15,9 +15,9 @@ import Synchronization
 ///   (never the whole audience in memory) and writes them as `job_pages`, each with its due time
 ///   (per time zone for local-time sends);
 /// - page loops lease due pages (or pages whose lease ran out: their process died), apply the tenant's
-///   policy to each recipient, send through the pools, record every attempt, and complete the page; a job's
-///   first ``pageLoops`` topic pages go to the devices the planner read when it wrote them (``PlannedDevices``)
-///   if a loop of the same process takes them within a second, and are read again otherwise.
+///   policy to each recipient, send through the pools, record every attempt, and complete the page; a topic
+///   page due now that a planner writes while a loop of its process waits for work is leased to that loop at
+///   once, with the devices the planner read (``PageHandoff``): no claim, no second read.
 ///
 /// A device is sent a job once, except after a crash: results are handed to the process's ``DeliveryWriter``
 /// every ``recordBatch`` answers, a page's next batch only once its previous one is written, so a process that
@@ -70,8 +70,8 @@ public final class FanOutWorker: Sendable {
     private let pageLoops = WakeSignal()
     /// Pages this process is sending, by job and page number.
     private let held = Mutex<[String: HeldPage]>([:])
-    /// The devices of the topic pages planned here and not taken yet.
-    private let plannedDevices = PlannedDevices()
+    /// Pages the planners lease to this process's waiting page loops as they write them.
+    private let handoff = PageHandoff()
     /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
     private let plans = Mutex<[String: (plan: SendPlan, tenant: TenantConfiguration)]>([:])
     /// Plans kept before the cache starts again.
@@ -173,7 +173,13 @@ public final class FanOutWorker: Sendable {
         do {
             let (plan, _) = try await sendPlan(for: job)
             var planner = PagePlanner(
-                job: job, plan: plan, store: store, plannedDevices: plannedDevices, pageWritten: pageLoops.wakeOne)
+                job: job, plan: plan, store: store, owner: owner, handoff: handoff,
+                handOver: { [self] page, devices in
+                    // Held from now on, so that the ticker renews its lease until a loop has sent it.
+                    held.withLock { $0["\(page.jobID)/\(page.page)"] = HeldPage(page) }
+                    handoff.hand(page, devices: devices)
+                },
+                pageWritten: pageLoops.wakeOne)
             try await planner.writePages()
             try await store.finishPlanning(jobID: job.id, owner: owner)
             log.debug("job planned", metadata: ["pages": "\(planner.pagesWritten)"])
@@ -210,6 +216,10 @@ public final class FanOutWorker: Sendable {
 
     private func pageLoop() async {
         while !Task.isCancelled {
+            if let handed = handoff.take() {
+                await send(handed.page, plannedDevices: handed.devices)
+                continue
+            }
             do {
                 if let page = try await store.claimJobPage(owner: owner, lease: Self.lease) {
                     // More pages may be due: another loop looks.
@@ -220,18 +230,24 @@ public final class FanOutWorker: Sendable {
             } catch {
                 logger.warning("could not claim a page", metadata: ["error": "\(error)"])
             }
-            await pageLoops.wait()
+            await handoff.waitIdle(on: pageLoops)
         }
     }
 
-    private func send(_ page: JobPage) async {
+    /// Sends `page`, to `plannedDevices` when its planner handed them over with it, else to the page's devices
+    /// as registered now.
+    private func send(_ page: JobPage, plannedDevices: [DeviceTarget]? = nil) async {
         var log = logger
         log[metadataKey: "tenant"] = "\(page.tenantID)"
         log[metadataKey: "job"] = "\(page.jobID)"
         // The ticker renews the page's lease while it is held here, and says when it was lost.
-        let holding = HeldPage(page)
         let key = "\(page.jobID)/\(page.page)"
-        held.withLock { $0[key] = holding }
+        let holding = held.withLock { held in
+            if let handedOver = held[key] { return handedOver }
+            let holding = HeldPage(page)
+            held[key] = holding
+            return holding
+        }
         defer { _ = held.withLock { $0.removeValue(forKey: key) } }
         do {
             // The plan of a job planned in this process is at hand; others are rebuilt from the stored job.
@@ -243,11 +259,9 @@ public final class FanOutWorker: Sendable {
                 guard let job = try await store.job(tenant: page.tenantID, id: page.jobID) else { return }
                 (plan, tenant) = try await sendPlan(for: job)
             }
-            // A page claimed before was sent in part by a process that lost it: its range is read again.
-            let planned = page.claims == 1 ? plannedDevices.take(jobID: page.jobID, page: page.page) : nil
             var sender = PageSender(
                 page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,
-                pacer: pacer, plannedDevices: planned, lost: { holding.lost.load(ordering: .relaxed) }
+                pacer: pacer, plannedDevices: plannedDevices, lost: { holding.lost.load(ordering: .relaxed) }
             )
             let counts = try await sender.run()
             guard !holding.lost.load(ordering: .relaxed) else {
@@ -266,20 +280,26 @@ private struct PagePlanner {
     let job: JobRecord
     let plan: SendPlan
     let store: RelayStore
-    /// Where the devices of the first topic pages are left for this process's page loops.
-    let plannedDevices: PlannedDevices
+    /// The planning process, to which a topic page due now is leased at once when one of its loops waits.
+    let owner: String
+    /// Says whether a loop waits for a page.
+    let handoff: PageHandoff
+    /// Hands a page leased to `owner` over to its loops, with its devices.
+    let handOver: @Sendable (JobPage, [DeviceTarget]) -> Void
     /// Called after each page is written, so that a page loop starts on it while planning goes on.
     let pageWritten: @Sendable () -> Void
     private(set) var pagesWritten = 0
 
     init(
-        job: JobRecord, plan: SendPlan, store: RelayStore, plannedDevices: PlannedDevices,
-        pageWritten: @escaping @Sendable () -> Void
+        job: JobRecord, plan: SendPlan, store: RelayStore, owner: String, handoff: PageHandoff,
+        handOver: @escaping @Sendable (JobPage, [DeviceTarget]) -> Void, pageWritten: @escaping @Sendable () -> Void
     ) {
         self.job = job
         self.plan = plan
         self.store = store
-        self.plannedDevices = plannedDevices
+        self.owner = owner
+        self.handoff = handoff
+        self.handOver = handOver
         self.pageWritten = pageWritten
     }
 
@@ -325,20 +345,33 @@ private struct PagePlanner {
             }
         case .topic(let topic):
             if let dueAt = plan.schedule.dueAt(now: now) {
-                // One due time for every device: the database writes each page from the topic itself.
+                // One due time for every device: the database writes each page from the topic itself. A page
+                // due now is leased at once to a loop of this process that waits for work, if there is one.
                 var after: String?
                 var size = FanOutWorker.pageSize(page: nextPage)
-                // A page due now among the first ones is most likely sent by a loop of this process at once: the
-                // planner keeps its devices for it (pages due later are read when they are sent).
-                while let written = try await store.addTopicJobPage(
-                    jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, topic: topic, after: after,
-                    limit: size, excludedUsers: Array(plan.excludedUsers),
-                    returningDevices: nextPage <= FanOutWorker.pageLoops && dueAt <= Date()
-                ) {
+                while true {
+                    let handing = dueAt <= Date() && handoff.promise()
+                    let written: TopicPageWrite?
+                    do {
+                        written = try await store.addTopicJobPage(
+                            jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, topic: topic,
+                            after: after, limit: size, excludedUsers: Array(plan.excludedUsers),
+                            leasedTo: handing ? owner : nil, lease: FanOutWorker.lease
+                        )
+                    } catch {
+                        if handing { handoff.withdraw() }
+                        throw error
+                    }
+                    guard let written else {
+                        if handing { handoff.withdraw() }
+                        break
+                    }
+                    if let leased = written.leased {
+                        handOver(leased.page, leased.devices)
+                    } else if handing {
+                        handoff.withdraw()
+                    }
                     if written.pageDevices > 0 {
-                        if let devices = written.devices {
-                            plannedDevices.keep(devices, jobID: job.id, page: nextPage)
-                        }
                         pageWritten()
                         nextPage += 1
                     }
@@ -761,41 +794,55 @@ private final class AnswerInbox: Sendable {
     }
 }
 
-/// The devices of topic pages as their planner read them, by job and page, each for the first page loop of the
-/// process that claims the page soon enough: a page due now among a job's first ones is read once instead of
-/// twice (once to find where it ends, once to send it). At most ``capacity`` pages are kept, each for at
-/// most ``maxAge``; a page claimed later, or by another process, is read when it is sent.
-final class PlannedDevices: Sendable {
-    /// Pages kept at most (by default ``FanOutWorker/planLoops`` jobs' first ``FanOutWorker/pageLoops`` pages).
-    let capacity: Int
-    /// How long a page's devices stand for its range: a page taken later is read again.
-    let maxAge: Duration
-    private let pages = Mutex<[String: (devices: [DeviceTarget], keptAt: ContinuousClock.Instant)]>([:])
-
-    /// Keeps up to `capacity` pages, each for `maxAge`.
-    init(capacity: Int = FanOutWorker.planLoops * FanOutWorker.pageLoops, maxAge: Duration = .seconds(1)) {
-        self.capacity = capacity
-        self.maxAge = maxAge
+/// Topic pages a planner leases to the page loops of its own process as it writes them, with the devices it read:
+/// such a page costs no claim and no second read of its range. A planner hands a page over only when a loop
+/// waits for work that no other handed page is promised to, so a handed page is sent at once.
+final class PageHandoff: Sendable {
+    private struct State {
+        /// Loops waiting for work.
+        var waitingLoops = 0
+        /// Pages promised to waiting loops, handed over or still being written.
+        var promised = 0
+        /// Pages handed over and not taken yet.
+        var pages = CircularBuffer<(page: JobPage, devices: [DeviceTarget])>()
     }
 
-    /// Keeps the devices of page `page` of job `jobID`, unless ``capacity`` pages younger than ``maxAge`` are
-    /// kept already.
-    func keep(_ devices: [DeviceTarget], jobID: String, page: Int) {
-        let now = ContinuousClock.now
-        pages.withLock { pages in
-            if pages.count >= capacity {
-                pages = pages.filter { now - $0.value.keptAt < maxAge }
-            }
-            guard pages.count < capacity else { return }
-            pages["\(jobID)/\(page)"] = (devices, now)
+    private let state = Mutex(State())
+
+    /// Promises the page about to be written to a waiting loop; `false` when every waiting loop has one
+    /// promised already (the page is then written for any process to claim).
+    func promise() -> Bool {
+        state.withLock { state in
+            guard state.waitingLoops > state.promised else { return false }
+            state.promised += 1
+            return true
         }
     }
 
-    /// The devices of page `page` of job `jobID` if they are kept and younger than ``maxAge``; they are not
-    /// kept after.
-    func take(jobID: String, page: Int) -> [DeviceTarget]? {
-        guard let kept = pages.withLock({ $0.removeValue(forKey: "\(jobID)/\(page)") }) else { return nil }
-        return ContinuousClock.now - kept.keptAt < maxAge ? kept.devices : nil
+    /// Withdraws a promise: the page was not written, or was written before.
+    func withdraw() {
+        state.withLock { $0.promised -= 1 }
+    }
+
+    /// Hands over a promised page, leased to this process, with its devices.
+    func hand(_ page: JobPage, devices: [DeviceTarget]) {
+        state.withLock { $0.pages.append((page, devices)) }
+    }
+
+    /// The page handed over first and not taken yet, if any.
+    func take() -> (page: JobPage, devices: [DeviceTarget])? {
+        state.withLock { state in
+            guard let next = state.pages.popFirst() else { return nil }
+            state.promised -= 1
+            return next
+        }
+    }
+
+    /// Waits for `signal`, counted meanwhile as a loop waiting for work.
+    func waitIdle(on signal: WakeSignal) async {
+        state.withLock { $0.waitingLoops += 1 }
+        await signal.wait()
+        state.withLock { $0.waitingLoops -= 1 }
     }
 }
 

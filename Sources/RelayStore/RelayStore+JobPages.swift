@@ -26,8 +26,8 @@ public struct JobPage: Sendable, Hashable {
 /// A run of a topic's devices in token order: the active devices subscribed to `topic` whose token (as stored)
 /// comes after `after` and is at most `last`. A page sends to the devices in its range when it is sent, so a
 /// device registered into the range after planning gets the notification and one unregistered does not
-/// (unless the page is sent at once to the devices its planner read: see
-/// ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:returningDevices:)``).
+/// (unless its planner leased it to its own process at once, with the devices it read: see
+/// ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:leasedTo:lease:)``).
 public struct TopicRange: Sendable, Hashable {
     /// The subscription topic.
     public var topic: String
@@ -44,18 +44,18 @@ public struct TopicRange: Sendable, Hashable {
     }
 }
 
-/// What ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:returningDevices:)``
+/// What ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:leasedTo:lease:)``
 /// wrote.
-public struct TopicPageWrite: Sendable, Hashable {
+public struct TopicPageWrite: Sendable {
     /// The page's last token: the next page's `after`.
     public var lastToken: String
     /// The devices read; fewer than the limit when the topic is done.
     public var devicesRead: Int
     /// The devices counted in the page (those of excluded users left out); no page was written when 0.
     public var pageDevices: Int
-    /// The page's devices as read, when they were asked for and the page is new (`nil` for a page written
-    /// before, whose range may differ).
-    public var devices: [DeviceTarget]?
+    /// The page as leased to its owner, with its devices as read, when the page is new and was leased at once
+    /// (`nil` otherwise; a page written before may have another range).
+    public var leased: (page: JobPage, devices: [DeviceTarget])?
 }
 
 /// The counts a finished page adds to its job.
@@ -166,13 +166,14 @@ extension RelayStore {
     /// leaves out too). No page is written when every device read is excluded. A page written before (a planner
     /// that took over) is left as it is, and its range goes on: the next page starts after its stored last token.
     ///
-    /// With `returningDevices`, a page this call wrote also comes with its devices as read, less those of
-    /// `excludedUsers`, in the order of ``activeDevices(tenant:in:excludedUsers:)``: what reading its range
-    /// right away would return, without a second statement.
+    /// With `owner`, a page this call writes is leased to it at once for `lease` (its first claim, as by
+    /// ``claimJobPage(owner:lease:)``) and comes with its devices as read, less those of `excludedUsers`, in the
+    /// order of ``activeDevices(tenant:in:excludedUsers:)``: the owner sends it without claiming it or reading
+    /// its range.
     ///
     /// - Returns: `nil` when no device comes after `after`; else the page's last token (the next page's
     ///   `after`), the devices read (fewer than `limit`: the topic is done), the devices counted in the page
-    ///   and, when asked for and the page is new, its devices.
+    ///   and, when the page is new and leased to `owner`, its devices.
     public func addTopicJobPage(
         jobID: String,
         tenant: String,
@@ -182,11 +183,13 @@ extension RelayStore {
         after: String?,
         limit: Int,
         excludedUsers: [String],
-        returningDevices: Bool = false
+        leasedTo owner: String? = nil,
+        lease: Duration = .seconds(30)
     ) async throws(RelayStoreError) -> TopicPageWrite? {
         guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         let after = after?.lowercased() ?? ""
+        let seconds = Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18
         do {
             for try await (lastToken, devicesRead, pageDevices, isNew, users, tokens, environments, timeZones)
                 in try await database.query(
@@ -210,10 +213,13 @@ extension RelayStore {
                     ), written AS (
                         INSERT INTO job_pages (
                             job_id, page, tenant_id, due_at, tokens, users, state, skipped, topic, range_after, range_last,
-                            range_devices
+                            range_devices, lease_owner, lease_until, claims
                         )
-                        SELECT \(uuid), \(page), \(tenant), \(dueAt), '{}', '{}', 'pending', 0, \(topic), \(after), b.last,
-                               c.kept
+                        SELECT \(uuid), \(page), \(tenant), \(dueAt), '{}', '{}',
+                               CASE WHEN \(owner)::text IS NULL THEN 'pending' ELSE 'leased' END, 0, \(topic), \(after),
+                               b.last, c.kept, \(owner)::text,
+                               CASE WHEN \(owner)::text IS NOT NULL THEN now() + \(seconds)::float8 * interval '1 second' END,
+                               CASE WHEN \(owner)::text IS NULL THEN 0 ELSE 1 END
                         FROM bounds b, counts c WHERE c.kept > 0
                         ON CONFLICT (job_id, page) DO NOTHING
                         RETURNING 1
@@ -227,7 +233,7 @@ extension RelayStore {
                                coalesce(array_agg(environment), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
                         FROM (
                             SELECT * FROM selected
-                            WHERE \(returningDevices) AND user_id <> ALL(\(excludedUsers)::text[])
+                            WHERE \(owner)::text IS NOT NULL AND user_id <> ALL(\(excludedUsers)::text[])
                             ORDER BY token, user_id, registered_at DESC
                         ) page
                     ) d
@@ -236,12 +242,17 @@ extension RelayStore {
                 ).decode((String?, Int, Int, Bool, [String], [String], [String], [String]).self)
             {
                 guard let lastToken else { return nil }
-                let devices =
-                    returningDevices && isNew
-                    ? try Self.targets(users: users, tokens: tokens, environments: environments, timeZones: timeZones)
-                    : nil
-                return TopicPageWrite(
-                    lastToken: lastToken, devicesRead: devicesRead, pageDevices: pageDevices, devices: devices)
+                var write = TopicPageWrite(lastToken: lastToken, devicesRead: devicesRead, pageDevices: pageDevices)
+                if owner != nil, isNew {
+                    let page = JobPage(
+                        jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: [],
+                        users: [], topicRange: TopicRange(topic: topic, after: after, last: lastToken), claims: 1)
+                    write.leased = (
+                        page,
+                        try Self.targets(users: users, tokens: tokens, environments: environments, timeZones: timeZones)
+                    )
+                }
+                return write
             }
             return nil
         } catch {

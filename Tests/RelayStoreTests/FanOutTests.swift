@@ -74,21 +74,28 @@ struct FanOutTests {
             ).job
             /// Page `page` from the devices after `after`, 5 at a time.
             func write(
-                page: Int, after: String?, excluding excluded: [String] = [], returningDevices: Bool = false
+                page: Int, after: String?, excluding excluded: [String] = [], leasedTo owner: String? = nil
             ) async throws -> TopicPageWrite? {
                 try await store.addTopicJobPage(
                     jobID: job.id, tenant: "familyportal", page: page, dueAt: instant(0), topic: "chat", after: after,
-                    limit: 5, excludedUsers: excluded, returningDevices: returningDevices)
+                    limit: 5, excludedUsers: excluded, leasedTo: owner)
             }
             // Tokens 1-5, the fifth held by two users: six devices read, user2's not counted.
-            let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"], returningDevices: true))
+            let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"], leasedTo: "planner"))
             #expect(first.lastToken == deviceToken(5) && first.devicesRead == 6 && first.pageDevices == 5)
-            // Asked for, the new page's devices come as the sender would read its range now.
+            // Leased at once, the new page comes as claimed, with its devices as the sender would read its range.
             let firstRange = TopicRange(topic: "chat", after: "", last: first.lastToken)
+            let leased = try #require(first.leased)
+            #expect(leased.page.jobID == job.id && leased.page.page == 1 && leased.page.claims == 1)
+            #expect(leased.page.topicRange == firstRange && leased.page.tokens.isEmpty)
             let firstDevices = try await store.activeDevices(
                 tenant: "familyportal", in: firstRange, excludedUsers: ["user2"])
             #expect(firstDevices.map(\.userID) == ["user1", "user3", "user4", "user5", "user5b"])
-            #expect(first.devices == firstDevices)
+            #expect(leased.devices == firstDevices)
+            #expect(
+                try await column(
+                    "SELECT state || ' ' || lease_owner || ' ' || claims FROM job_pages WHERE job_id = '\(job.id)'",
+                    in: store) == ["leased planner 1"])
             // Tokens 6-10, every user excluded: no page 2.
             let excluded = (6...10).map { "user\($0)" }
             let second = try #require(try await write(page: 2, after: first.lastToken, excluding: excluded))
@@ -96,7 +103,7 @@ struct FanOutTests {
             // Tokens 11-12 as page 2: fewer than 5, the topic is done; nothing after them.
             let third = try #require(try await write(page: 2, after: second.lastToken))
             #expect(third.lastToken == deviceToken(12) && third.devicesRead == 2 && third.pageDevices == 2)
-            #expect(third.devices == nil)
+            #expect(third.leased == nil)
             #expect(try await write(page: 3, after: third.lastToken) == nil)
 
             let pages = try await column(
@@ -113,10 +120,10 @@ struct FanOutTests {
                 tenant: "familyportal",
                 registration: DeviceRegistration(userID: "user0", token: deviceToken(0), topics: ["chat"]),
                 at: instant(0))
-            let again = try #require(try await write(page: 1, after: nil, returningDevices: true))
+            let again = try #require(try await write(page: 1, after: nil, leasedTo: "planner"))
             #expect(again.lastToken == deviceToken(5) && again.devicesRead == 5)
-            // Its devices are not handed out: they are not the stored page's.
-            #expect(again.devices == nil)
+            // It is not leased again, and its devices are not handed out: they are not the stored page's.
+            #expect(again.leased == nil)
             #expect(
                 try await column("SELECT count(*)::text FROM job_pages WHERE job_id = '\(job.id)'", in: store) == ["2"])
 

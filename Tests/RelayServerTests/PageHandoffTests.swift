@@ -1,0 +1,46 @@
+import Foundation
+import Testing
+
+@testable import RelayServer
+@testable import RelayStore
+
+@Suite("Pages a planner hands over to its process's waiting loops")
+struct PageHandoffTests {
+    private let page = JobPage(
+        jobID: "8c1f6a52-4a0e-4f43-9d4e-2b8f3f5e7a10", page: 1, tenantID: "circl", dueAt: Date(), tokens: [],
+        users: [], topicRange: TopicRange(topic: "news", after: "", last: "ab"), claims: 1)
+
+    @Test("a page is promised only to a waiting loop, once, and taken by the first loop that looks")
+    func promisedToWaitingLoops() async throws {
+        let handoff = PageHandoff()
+        let signal = WakeSignal()
+        // No loop waits: the page is written for anyone to claim.
+        #expect(!handoff.promise())
+        let waiter = Task { await handoff.waitIdle(on: signal) }
+        while !handoff.promise() { try await Task.sleep(for: .milliseconds(5)) }
+        // The one waiting loop has a page promised: the next page is not.
+        #expect(!handoff.promise())
+        let devices = [DeviceTarget(userID: "ann", token: "ab", environment: .production, timeZone: nil)]
+        handoff.hand(page, devices: devices)
+        signal.wakeOne()
+        await waiter.value
+        let taken = try #require(handoff.take())
+        #expect(taken.page == page && taken.devices == devices)
+        #expect(handoff.take() == nil)
+    }
+
+    @Test("a withdrawn promise frees the waiting loop for the next page")
+    func withdrawn() async throws {
+        let handoff = PageHandoff()
+        let signal = WakeSignal()
+        let waiter = Task { await handoff.waitIdle(on: signal) }
+        while !handoff.promise() { try await Task.sleep(for: .milliseconds(5)) }
+        handoff.withdraw()
+        #expect(handoff.promise())
+        handoff.withdraw()
+        signal.close()
+        await waiter.value
+        // The loop no longer waits.
+        #expect(!handoff.promise())
+    }
+}
