@@ -100,8 +100,9 @@ public final class FanOutWorker: Sendable {
     }
 
     /// Runs the planners, the page loops and the ticker until the task is cancelled; pages being sent finish
-    /// first, and the delivery writer (a task of its own, which cancellation does not reach) writes their last
-    /// rows.
+    /// first, pages handed over to the loops and not taken yet have their lease ended (another process takes
+    /// them at once), and the delivery writer (a task of its own, which cancellation does not reach) writes the
+    /// last rows.
     public func run() async {
         let writing = Task { await writer.run() }
         await withTaskGroup(of: Void.self) { group in
@@ -112,6 +113,10 @@ public final class FanOutWorker: Sendable {
             for _ in 0..<Self.pageLoops {
                 group.addTask { await self.pageLoop() }
             }
+        }
+        // Pages handed over that no loop took are leased to this process: they are let go for any process at once.
+        for page in handoff.drain() {
+            _ = try? await store.renewJobPageLease(page, owner: owner, lease: .zero)
         }
         writer.close()
         await writing.value
@@ -835,6 +840,17 @@ final class PageHandoff: Sendable {
             guard let next = state.pages.popFirst() else { return nil }
             state.promised -= 1
             return next
+        }
+    }
+
+    /// The pages handed over and not taken, which are no longer promised.
+    func drain() -> [JobPage] {
+        state.withLock { state in
+            defer {
+                state.promised -= state.pages.count
+                state.pages.removeAll()
+            }
+            return state.pages.map(\.page)
         }
     }
 

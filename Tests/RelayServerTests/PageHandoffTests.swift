@@ -29,6 +29,22 @@ struct PageHandoffTests {
         #expect(handoff.take() == nil)
     }
 
+    @Test("at shutdown the pages no loop took are drained, and their promises with them")
+    func drainedAtShutdown() async throws {
+        let handoff = PageHandoff()
+        let signal = WakeSignal()
+        let waiter = Task { await handoff.waitIdle(on: signal) }
+        while !handoff.promise() { try await Task.sleep(for: .milliseconds(5)) }
+        handoff.hand(page, devices: [])
+        #expect(handoff.drain() == [page])
+        #expect(handoff.take() == nil && handoff.drain().isEmpty)
+        // The loop still waits and has nothing promised: the next page may be promised to it.
+        #expect(handoff.promise())
+        handoff.withdraw()
+        signal.close()
+        await waiter.value
+    }
+
     @Test("a withdrawn promise frees the waiting loop for the next page")
     func withdrawn() async throws {
         let handoff = PageHandoff()
