@@ -10,14 +10,20 @@ struct PageHandoffTests {
         jobID: "8c1f6a52-4a0e-4f43-9d4e-2b8f3f5e7a10", page: 1, tenantID: "circl", dueAt: Date(), tokens: [],
         users: [], topicRange: TopicRange(topic: "news", after: "", last: "ab"), claims: 1)
 
+    /// A loop waiting on `signal`, once `handoff` counts it and has promised it a page.
+    private func loopPromisedAPage(_ handoff: PageHandoff, _ signal: WakeSignal) async throws -> Task<Void, Never> {
+        let waiter = Task { await handoff.waitIdle(on: signal) }
+        while !handoff.promise() { try await Task.sleep(for: .milliseconds(5)) }
+        return waiter
+    }
+
     @Test("a page is promised only to a waiting loop, once, and taken by the first loop that looks")
     func promisedToWaitingLoops() async throws {
         let handoff = PageHandoff()
         let signal = WakeSignal()
         // No loop waits: the page is written for anyone to claim.
         #expect(!handoff.promise())
-        let waiter = Task { await handoff.waitIdle(on: signal) }
-        while !handoff.promise() { try await Task.sleep(for: .milliseconds(5)) }
+        let waiter = try await loopPromisedAPage(handoff, signal)
         // The one waiting loop has a page promised: the next page is not.
         #expect(!handoff.promise())
         let devices = [DeviceTarget(userID: "ann", token: "ab", environment: .production, timeZone: nil)]
@@ -33,8 +39,7 @@ struct PageHandoffTests {
     func drainedAtShutdown() async throws {
         let handoff = PageHandoff()
         let signal = WakeSignal()
-        let waiter = Task { await handoff.waitIdle(on: signal) }
-        while !handoff.promise() { try await Task.sleep(for: .milliseconds(5)) }
+        let waiter = try await loopPromisedAPage(handoff, signal)
         handoff.hand(page, devices: [])
         #expect(handoff.drain() == [page])
         #expect(handoff.take() == nil && handoff.drain().isEmpty)
@@ -49,8 +54,7 @@ struct PageHandoffTests {
     func withdrawn() async throws {
         let handoff = PageHandoff()
         let signal = WakeSignal()
-        let waiter = Task { await handoff.waitIdle(on: signal) }
-        while !handoff.promise() { try await Task.sleep(for: .milliseconds(5)) }
+        let waiter = try await loopPromisedAPage(handoff, signal)
         handoff.withdraw()
         #expect(handoff.promise())
         handoff.withdraw()
