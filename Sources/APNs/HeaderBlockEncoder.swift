@@ -12,6 +12,11 @@ import NIOHPACK
 /// right and are kept. A block with other repeated fields (a new provider token, another priority) is
 /// encoded in full and may add entries, which is why only the last run's bytes are kept; a dynamic table
 /// size change drops them too, since the next block must begin with the size update.
+///
+/// `:path` differs in every request: it is written as a literal without indexing whose value is not
+/// Huffman-coded (19 more bytes for a 64-digit token, but Huffman-coding it was 7 % of a fan-out's relay CPU).
+/// The request's own fields are literals without indexing too, so they never change the table: when they are
+/// those of the previous block (the same expiration second), that block's bytes for them are written again.
 struct HeaderBlockEncoder {
     /// The fields that repeat across a run of requests.
     struct RepeatedFields: Equatable {
@@ -29,6 +34,8 @@ struct HeaderBlockEncoder {
     /// The last run's fields and their encoded bytes: the pseudo-header fields before `:path`, and the regular
     /// fields after it.
     private var kept: (fields: RepeatedFields, pseudo: ByteBuffer, regular: ByteBuffer)?
+    /// The last block's own fields and their encoded bytes.
+    private var keptOwn: (fields: HPACKHeaders, bytes: ByteBuffer)?
     /// `:method`, `:scheme` and `:authority`, the same for every request of the connection.
     private let pseudoFields: HPACKHeaders
 
@@ -44,23 +51,22 @@ struct HeaderBlockEncoder {
     mutating func setDynamicTableSize(_ size: Int) throws {
         try encoder.setDynamicTableSize(min(size, HPACKEncoder.defaultDynamicTableSize))
         kept = nil
+        keptOwn = nil
     }
 
     /// Writes the header block of a request for `path` to `buffer`.
     mutating func encode(path: String, repeated: RepeatedFields, own: HPACKHeaders, to buffer: inout ByteBuffer) {
-        var pathField = HPACKHeaders()
-        pathField.add(name: ":path", value: path, indexing: .nonIndexable)
         // Encoding into a buffer fails only while another encoding is open, which never happens here.
         if let kept, kept.fields == repeated {
             buffer.writeImmutableBuffer(kept.pseudo)
-            try! encoder.encode(headers: pathField, to: &buffer)
+            Self.writePath(path, to: &buffer)
             buffer.writeImmutableBuffer(kept.regular)
             lastBlockReused = true
         } else {
             let pseudoStart = buffer.writerIndex
             try! encoder.encode(headers: pseudoFields, to: &buffer)
             let pseudo = Self.copy(of: buffer, from: pseudoStart)
-            try! encoder.encode(headers: pathField, to: &buffer)
+            Self.writePath(path, to: &buffer)
             let regularStart = buffer.writerIndex
             var regularFields = HPACKHeaders()
             regularFields.reserveCapacity(4)
@@ -76,9 +82,44 @@ struct HeaderBlockEncoder {
                 Self.isIndexedOnly(pseudo) && Self.isIndexedOnly(regular) ? (repeated, pseudo, regular) : nil
             lastBlockReused = false
         }
-        if !own.isEmpty {
-            try! encoder.encode(headers: own, to: &buffer)
+        guard !own.isEmpty else { return }
+        // In order and with their indexing (`HPACKHeaders`'s `==` ignores both).
+        if let keptOwn,
+            keptOwn.fields.elementsEqual(
+                own, by: { $0.name == $1.name && $0.value == $1.value && $0.indexable == $1.indexable })
+        {
+            buffer.writeImmutableBuffer(keptOwn.bytes)
+            return
         }
+        let ownStart = buffer.writerIndex
+        try! encoder.encode(headers: own, to: &buffer)
+        // Only literals that leave the table as it is may be written again.
+        let literalsOnly = own.allSatisfy { $0.indexable != .indexable }
+        keptOwn = literalsOnly ? (own, Self.copy(of: buffer, from: ownStart)) : nil
+    }
+
+    /// Writes `:path` as a literal header field without indexing, its name the static table's entry 4 and its
+    /// value not Huffman-coded (RFC 7541 §6.2.2).
+    static func writePath(_ path: String, to buffer: inout ByteBuffer) {
+        writeInteger(4, prefixBits: 4, flags: 0x00, to: &buffer)
+        writeInteger(path.utf8.count, prefixBits: 7, flags: 0x00, to: &buffer)
+        buffer.writeString(path)
+    }
+
+    /// Writes `value` as an HPACK integer with a `prefixBits`-bit prefix after `flags` (RFC 7541 §5.1).
+    static func writeInteger(_ value: Int, prefixBits: Int, flags: UInt8, to buffer: inout ByteBuffer) {
+        let limit = (1 << prefixBits) - 1
+        guard value >= limit else {
+            buffer.writeInteger(flags | UInt8(value))
+            return
+        }
+        buffer.writeInteger(flags | UInt8(limit))
+        var rest = value - limit
+        while rest >= 128 {
+            buffer.writeInteger(UInt8(rest % 128 + 128))
+            rest /= 128
+        }
+        buffer.writeInteger(UInt8(rest))
     }
 
     /// The bytes written to `buffer` since `start`, in a buffer of their own (a slice would share `buffer`'s

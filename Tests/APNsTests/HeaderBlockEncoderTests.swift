@@ -65,6 +65,43 @@ struct HeaderBlockEncoderTests {
         }
     }
 
+    @Test(":path is a literal without indexing, its value not Huffman-coded, its length an HPACK integer")
+    func pathLiteral() throws {
+        var short = ByteBuffer()
+        HeaderBlockEncoder.writePath("/3/device/ab", to: &short)
+        #expect(Array(short.readableBytesView) == [0x04, 12] + Array("/3/device/ab".utf8))
+
+        // 200 bytes: the length is 127 (the 7-bit prefix full), then 73.
+        let long = "/3/device/" + String(repeating: "a", count: 190)
+        var block = ByteBuffer()
+        HeaderBlockEncoder.writePath(long, to: &block)
+        #expect(Array(block.readableBytesView.prefix(3)) == [0x04, 0x7F, 73])
+        var peer = Peer()
+        #expect(try peer.decode(block) == [":path: " + long])
+    }
+
+    @Test("own fields reused only when equal in order: each block decodes to its own fields")
+    func ownFieldsKeptInOrder() throws {
+        var encoder = HeaderBlockEncoder(authority: "api.push.apple.com")
+        var peer = Peer()
+        let fields = Self.fields(token: "token-one")
+        var expirationFirst = HPACKHeaders()
+        expirationFirst.add(name: "apns-expiration", value: "1700000000", indexing: .nonIndexable)
+        expirationFirst.add(name: "apns-collapse-id", value: "c1", indexing: .nonIndexable)
+        // The same fields in the other order: `HPACKHeaders`'s `==` takes them as equal.
+        var collapseFirst = HPACKHeaders()
+        collapseFirst.add(name: "apns-collapse-id", value: "c1", indexing: .nonIndexable)
+        collapseFirst.add(name: "apns-expiration", value: "1700000000", indexing: .nonIndexable)
+        for (number, own) in [expirationFirst, expirationFirst, collapseFirst, collapseFirst].enumerated() {
+            let device = String(repeating: "\(number)", count: 64)
+            var block = ByteBuffer()
+            encoder.encode(path: "/3/device/" + device, repeated: fields, own: own, to: &block)
+            let decoded = try peer.decode(block)
+            #expect(decoded.prefix(8) == Self.expected(device: device, fields).prefix(8))
+            #expect(Array(decoded.dropFirst(8)) == own.map { "\($0.name): \($0.value)" }, "block \(number)")
+        }
+    }
+
     @Test("only indexed header fields count as reusable bytes")
     func indexedOnly() {
         #expect(HeaderBlockEncoder.isIndexedOnly(ByteBuffer(bytes: [0x82, 0x87, 0xBE])))
