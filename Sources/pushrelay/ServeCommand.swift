@@ -161,7 +161,9 @@ extension ServeSettings {
         serverConfiguration: RelayServerConfiguration,
         logger: Logger
     ) async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        // One set of threads for everything: the APNs pools, the listeners and PostgreSQL's connections use
+        // the singleton event loops, on which `PushRelayMain` also runs the relay's tasks.
+        let group = MultiThreadedEventLoopGroup.singleton
         let records = try await store.listTenants().filter(\.enabled)
         var startedSimulator: APNsSimulator?
         var target = APNsTarget(connectionsPerPool: connectionsPerPool)
@@ -266,7 +268,6 @@ extension ServeSettings {
             services: parts, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
         )
         try await serviceGroup.run()
-        try await group.shutdownGracefully()
         print("pushrelay: stopped")
     }
 
