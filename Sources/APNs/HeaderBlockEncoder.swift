@@ -101,19 +101,21 @@ struct HeaderBlockEncoder {
     /// Writes `:path` as a literal header field without indexing, its name the static table's entry 4 and its
     /// value not Huffman-coded (RFC 7541 §6.2.2).
     static func writePath(_ path: String, to buffer: inout ByteBuffer) {
-        writeInteger(4, prefixBits: 4, flags: 0x00, to: &buffer)
-        writeInteger(path.utf8.count, prefixBits: 7, flags: 0x00, to: &buffer)
+        // 0000 and the name's index in 4 bits; then H = 0 and the value's length in 7 bits.
+        writeInteger(4, prefixBits: 4, to: &buffer)
+        writeInteger(path.utf8.count, prefixBits: 7, to: &buffer)
         buffer.writeString(path)
     }
 
-    /// Writes `value` as an HPACK integer with a `prefixBits`-bit prefix after `flags` (RFC 7541 §5.1).
-    static func writeInteger(_ value: Int, prefixBits: Int, flags: UInt8, to buffer: inout ByteBuffer) {
+    /// Writes `value` as an HPACK integer with a `prefixBits`-bit prefix, the bits before it zero (RFC 7541 §5.1;
+    /// NIOHPACK's own encoder of integers is internal).
+    static func writeInteger(_ value: Int, prefixBits: Int, to buffer: inout ByteBuffer) {
         let limit = (1 << prefixBits) - 1
         guard value >= limit else {
-            buffer.writeInteger(flags | UInt8(value))
+            buffer.writeInteger(UInt8(value))
             return
         }
-        buffer.writeInteger(flags | UInt8(limit))
+        buffer.writeInteger(UInt8(limit))
         var rest = value - limit
         while rest >= 128 {
             buffer.writeInteger(UInt8(rest % 128 + 128))
