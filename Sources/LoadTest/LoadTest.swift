@@ -497,8 +497,13 @@ private final class LoadTestRun: Sendable {
         let window = readings(from: startT, to: endT + 0.3) + [before, after].compactMap { $0 }
         let cpu = (after?.cpuSeconds ?? 0) - (before?.cpuSeconds ?? 0)
         let rows = try await store.deliveryRowsByJob(since: started)[answer.jobID] ?? 0
+        let span = try await store.deliveryTimespan(jobID: answer.jobID)
         let result = LoadTestReport.FanOut(
             size: size, tenant: tenant.id, jobID: answer.jobID, ackMilliseconds: ack, seconds: seconds,
+            firstSendMilliseconds: span.firstSent.map { $0.timeIntervalSince(sentAt) * 1000 },
+            lastAnswerToCompletionMilliseconds: span.lastAnswered.map {
+                seconds * 1000 - $0.timeIntervalSince(sentAt) * 1000
+            },
             notificationsPerSecond: Double(size) / seconds, delivered: Int(job.delivered), failed: Int(job.failed),
             skipped: Int(job.skipped), rows: rows, relayCPUSeconds: cpu,
             relayCPUSecondsPer100k: cpu / Double(size) * 100_000,

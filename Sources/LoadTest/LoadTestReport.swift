@@ -136,6 +136,12 @@ public struct LoadTestReport: Codable, Sendable {
         public var ackMilliseconds: Double
         /// Request to the job completed (every delivery recorded), seconds.
         public var seconds: Double
+        /// Request to the first send to APNs (the earliest `sent_at` of the job's rows), milliseconds: planning the
+        /// first page and reading its recipients' policy state.
+        public var firstSendMilliseconds: Double?
+        /// The last APNs answer (the latest `answered_at` of the job's rows) to the job completed, milliseconds:
+        /// writing the last rows and completing the pages and the job.
+        public var lastAnswerToCompletionMilliseconds: Double?
         /// `size / seconds`: accepted, answered by APNs and recorded.
         public var notificationsPerSecond: Double
         /// Delivered, failed, skipped as the job reports them (JOB_STATUS).
@@ -283,6 +289,15 @@ extension LoadTestReport {
                     f(fanOut.relayPeakRSSMiB, 1).leftPadded(13), f(fanOut.postgresRowsPerSecond).leftPadded(10),
                     " \(fanOut.delivered)/\(fanOut.failed)/\(fanOut.skipped)",
                 ].joined(separator: " ")
+            )
+        }
+        for fanOut in fanOuts {
+            guard let first = fanOut.firstSendMilliseconds, let last = fanOut.lastAnswerToCompletionMilliseconds else {
+                continue
+            }
+            lines.append(
+                "fan-out \(fanOut.size): first send \(f(first, 1)) ms after the request; job completed \(f(last, 1)) ms "
+                    + "after the last APNs answer"
             )
         }
         lines.append("")

@@ -59,6 +59,7 @@ final class JobDispatcher: Sendable {
             answer.devices = answer.job.devices
             return answer
         }
+        worker.remember(plan, tenant: tenant, jobID: acceptance.job.id)
         worker.wake()
         // A job scheduled for later is answered at once, waiting or not.
         let scheduledLater = plan.schedule.earliest.map { $0 > Date() } ?? false

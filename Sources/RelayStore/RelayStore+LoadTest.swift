@@ -168,6 +168,24 @@ extension RelayStore {
         }
     }
 
+    /// When job `jobID`'s first delivery row was sent and its last APNs answer came, from its delivery rows;
+    /// `nil` each when it has no such row.
+    public func deliveryTimespan(jobID: String) async throws(RelayStoreError) -> (
+        firstSent: Date?, lastAnswered: Date?
+    ) {
+        do {
+            for try await (first, last) in try await client.query(
+                "SELECT min(sent_at), max(answered_at) FROM deliveries WHERE job_id = \(jobID)",
+                logger: logger
+            ).decode((Date?, Date?).self) {
+                return (first, last)
+            }
+            return (nil, nil)
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
     /// Delivery rows sent since `since`, by outcome and reason (`""` for none).
     public func deliveryOutcomes(since: Date) async throws(RelayStoreError) -> [(
         outcome: String, reason: String, rows: Int
