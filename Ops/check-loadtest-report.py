@@ -4,7 +4,9 @@ consistent? No timing is judged, only that every figure is there and that the co
 
 - every section the run asked for is present, with its figures (rates, latencies, RSS, CPU, rows/s);
 - accepted = single sends + group recipients + fan-out sizes, and recorded == accepted;
-- each fan-out: job status delivered + failed + skipped == delivery rows == size;
+- each fan-out: job status delivered + failed + skipped == delivery rows == size; a short fan-out (at most
+  10,000 devices) ran `short_fan_out_runs` times, each run with a row per device, and its figures are those of
+  the run of median time;
 - the outcomes' rows sum to the recorded rows; every job completed; no problem listed;
 - the timeline is non-empty and its answered counts sum to the answered rows (outcomes but skipped);
 - the chart is an SVG document with one polyline per series.
@@ -48,7 +50,21 @@ def main():
         check("kib_per_connection" in idle, "idle connections without their cost")
     sizes = [f["size"] for f in report["fan_outs"]]
     check(sizes == sorted(config["fan_out_sizes"]), f"fan-outs {sizes} != {config['fan_out_sizes']}")
+    runs_of = {}
     for fan_out in report["fan_outs"]:
+        runs = fan_out.get("runs") or []
+        expected_runs = config["short_fan_out_runs"] if fan_out["size"] <= 10_000 else 1
+        runs_of[fan_out["size"]] = max(len(runs), 1)
+        check(runs_of[fan_out["size"]] == expected_runs,
+              f"fan-out {fan_out['size']}: {len(runs)} runs listed, expected {expected_runs}")
+        if runs:
+            check(all(run["rows"] == fan_out["size"] for run in runs),
+                  f"fan-out {fan_out['size']}: a run's rows differ from its size")
+            times = sorted(run["seconds"] for run in runs)
+            check(fan_out["seconds"] == times[len(times) // 2],
+                  f"fan-out {fan_out['size']}: its seconds are not the median run's")
+            check(fan_out["job_id"] in [run["job_id"] for run in runs],
+                  f"fan-out {fan_out['size']}: its job is not one of its runs")
         counted = fan_out["delivered"] + fan_out["failed"] + fan_out["skipped"]
         check(counted == fan_out["rows"] == fan_out["size"],
               f"fan-out {fan_out['size']}: job status {counted}, rows {fan_out['rows']}")
@@ -56,12 +72,12 @@ def main():
                     "postgres_rows_per_second"]:
             check(fan_out.get(key, 0) > 0, f"fan-out {fan_out['size']}: {key} missing or zero")
     accounting = report["accounting"]
-    expected = config["singles"] + config["groups"] * config["group_size"] + sum(sizes)
+    expected = config["singles"] + config["groups"] * config["group_size"] + sum(s * runs_of[s] for s in sizes)
     check(accounting["accepted"] == expected, f"accepted {accounting['accepted']} != sent {expected}")
     check(accounting["recorded"] == accounting["accepted"],
           f"recorded {accounting['recorded']} != accepted {accounting['accepted']}")
     check(accounting["jobs"] == accounting["jobs_completed"], "jobs not completed")
-    check(accounting["jobs"] == config["singles"] + config["groups"] + len(sizes), "job count")
+    check(accounting["jobs"] == config["singles"] + config["groups"] + sum(runs_of.values()), "job count")
     check(not accounting["problems"], f"problems: {accounting['problems']}")
     outcome_rows = sum(o["rows"] for o in report["outcomes"])
     check(outcome_rows == accounting["recorded"], f"outcome rows {outcome_rows} != recorded {accounting['recorded']}")

@@ -2,6 +2,12 @@
 public struct LoadTestOptions: Sendable {
     /// Fan-out sizes in devices, each sent by its own tenant (at most four, one per tenant).
     public var fanOutSizes = [10_000, 100_000, 1_000_000]
+    /// Times each short fan-out (at most ``shortFanOutLimit`` devices) runs: such a fan-out lasts a fraction of a
+    /// second, and one run measures the machine's moment as much as the relay. The report gives the run of median
+    /// time, and every run's time.
+    public var shortFanOutRuns = 5
+    /// The largest fan-out that runs ``shortFanOutRuns`` times; larger ones run once.
+    public static let shortFanOutLimit = 10_000
     /// Single sends (one user each), one at a time, the tenants in turn.
     public var singles = 2_000
     /// Group sends, spread over the tenants.
@@ -47,6 +53,7 @@ public struct LoadTestOptions: Sendable {
         guard singles >= 0, groups >= 0, groupSize > 0, groupSize <= 10_000, idleConnections >= 0,
             baselineCount >= 0, apnsConnections > 0, notificationsPerSecond > 0
         else { throw LoadTestError("counts must not be negative; group size 1-10,000; APNs connections > 0") }
+        guard (1...25).contains(shortFanOutRuns) else { throw LoadTestError("short fan-out runs must be 1-25") }
         guard !tenantIDs.isEmpty else { throw LoadTestError("no tenants") }
     }
 }

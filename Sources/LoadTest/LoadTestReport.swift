@@ -31,6 +31,8 @@ public struct LoadTestReport: Codable, Sendable {
     public struct Configuration: Codable, Sendable {
         /// Fan-out sizes, in devices.
         public var fanOutSizes: [Int]
+        /// Times each fan-out of at most 10,000 devices ran.
+        public var shortFanOutRuns: Int
         /// Single sends.
         public var singles: Int
         /// Group sends and users per group.
@@ -168,6 +170,23 @@ public struct LoadTestReport: Codable, Sendable {
         public var sizeRatioToPrevious: Double?
         /// This fan-out's rate over the engine baseline's.
         public var rateOverEngine: Double?
+        /// Every run of this size, in the order they ran, when it ran more than once (a short fan-out); the
+        /// figures above are those of the run of median time.
+        public var runs: [FanOutRun]?
+    }
+
+    /// One run of a fan-out size that ran several times.
+    public struct FanOutRun: Codable, Sendable {
+        /// Its job.
+        public var jobID: String
+        /// Request to the job completed, seconds.
+        public var seconds: Double
+        /// Devices over seconds.
+        public var notificationsPerSecond: Double
+        /// Its delivery rows.
+        public var rows: Int
+        /// Its rate over the engine baseline's.
+        public var rateOverEngine: Double?
     }
 
     /// Idle connections.
@@ -289,6 +308,17 @@ extension LoadTestReport {
                     f(fanOut.relayPeakRSSMiB, 1).leftPadded(13), f(fanOut.postgresRowsPerSecond).leftPadded(10),
                     " \(fanOut.delivered)/\(fanOut.failed)/\(fanOut.skipped)",
                 ].joined(separator: " ")
+            )
+        }
+        for fanOut in fanOuts {
+            guard let runs = fanOut.runs, runs.count > 1 else { continue }
+            lines.append(
+                "fan-out \(fanOut.size): \(runs.count) runs, the median one above; seconds "
+                    + runs.map { f($0.seconds, 3) }.joined(separator: ", ")
+                    + (runs.allSatisfy { $0.rateOverEngine != nil }
+                        ? "; of the engine alone "
+                            + runs.map { "\(f(100 * ($0.rateOverEngine ?? 0), 1))%" }.joined(
+                                separator: ", ") : "")
             )
         }
         for fanOut in fanOuts {

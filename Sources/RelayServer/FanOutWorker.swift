@@ -277,12 +277,17 @@ public final class FanOutWorker: Sendable {
                 page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,
                 pacer: pacer, plannedDevices: plannedDevices, lost: { holding.lost.load(ordering: .relaxed) }
             )
-            let counts = try await sender.run()
+            let (counts, lastRows) = try await sender.run()
             guard !holding.lost.load(ordering: .relaxed) else {
+                try await writer.record(lastRows)
                 log.warning("page lease lost while sending; another process takes the page over")
                 return
             }
-            try await store.completeJobPage(page, owner: owner, counts: counts)
+            try await store.completeJobPage(page, owner: owner, counts: counts, lastRows: lastRows)
+            if !lastRows.isEmpty {
+                RelayMetrics.writeBatch(lastRows.count)
+                RelayMetrics.notifications(lastRows)
+            }
         } catch {
             log.error("page failed; it is retried when its lease runs out", metadata: ["error": "\(error)"])
         }
@@ -446,7 +451,9 @@ private struct PageSender {
     /// Whether the page's lease was lost: no new send is started then.
     let lost: @Sendable () -> Bool
 
-    mutating func run() async throws -> JobPageCounts {
+    /// Sends the page; returns its counts and its last delivery rows, counted but not written yet: they are
+    /// written with the page's completion (`RelayStore.completeJobPage(_:owner:counts:lastRows:)`).
+    mutating func run() async throws -> (counts: JobPageCounts, lastRows: [DeliveryRecord]) {
         let now = Date()
         var counts = JobPageCounts()
         let policy = RecipientPolicy(
@@ -492,8 +499,8 @@ private struct PageSender {
             )
             counts.deferred += group.count
         }
-        try await send(toSend, counts: &counts)
-        return counts
+        let lastRows = try await send(toSend, counts: &counts)
+        return (counts, lastRows)
     }
 
     /// The page's devices as registered now, the rows already recorded for them (a page taken over) and the
@@ -559,13 +566,14 @@ private struct PageSender {
 
     /// Sends to `devices`, at most ``FanOutWorker/concurrency`` at once and paced to the tenant's rate,
     /// handing the answers to the delivery writer every ``FanOutWorker/recordBatch``: sending goes on while they
-    /// are written, but the page waits for a batch's write before it hands in the next one.
+    /// are written, but the page waits for a batch's write before it hands in the next one. Returns the last
+    /// answers' rows (fewer than a batch), counted and not written: the page's completion writes them.
     ///
     /// No task per notification: the requests started in one pass are handed to their pool together, as
     /// futures whose answers the pool's event loop drops into an ``AnswerInbox``, and this task takes the
     /// answers in batches (whatever came while it was recording or pacing). The pools are looked up once per
     /// environment and page.
-    private func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws {
+    private func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws -> [DeliveryRecord] {
         let rate = tenant.rateLimits.notificationsPerSecond
         let inbox = AnswerInbox()
         var poolByEnvironment: [APNsEnvironment: Result<APNsPool, ProtocolError>] = [:]
@@ -654,9 +662,9 @@ private struct PageSender {
             }
         }
         try await writing?.value
-        if !pending.isEmpty {
-            try await record(pending, latencies: latencies, counts: &counts).value
-        }
+        RelayMetrics.apnsLatencies(latencies)
+        for index in pending.indices { count(pending[index].outcome, into: &counts) }
+        return pending
     }
 
     /// Hands a batch of rows to the writer and returns its write; counts the batch's outcomes (a page whose

@@ -146,6 +146,38 @@ extension RelayStore {
         return report
     }
 
+    /// Writes `rows`, the last delivery rows of a page, and marks the page done in the same statement
+    /// (``PageCompletion``); returns whether the page was still leased to its owner and is now done. The rows are
+    /// written either way, all of them in one statement; a row outside every daily partition creates the missing
+    /// days' partitions first, as in ``recordDeliveries(_:batchSize:)``.
+    func recordDeliveries(_ rows: [DeliveryRecord], completing completion: PageCompletion)
+        async throws(RelayStoreError) -> Bool
+    {
+        try await checkTenants(of: rows)
+        let batch = try DeliveryColumns(rows[...])
+        let database = database
+        let logger = logger
+        func write() async throws -> Bool {
+            var completed = false
+            for try await _ in try await database.query(batch.insertQuery(completing: completion), logger: logger) {
+                completed = true
+            }
+            return completed
+        }
+        do {
+            return try await write()
+        } catch let error as PSQLError where Self.isMissingPartition(error) {
+            _ = try await ensurePartitions(for: batch.sentAt)
+            do {
+                return try await write()
+            } catch {
+                throw relayStoreFailure(error)
+            }
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
     /// Creates the daily (UTC) partitions of `deliveries` from `daysBehind` days before `around`'s day to
     /// `daysAhead` days after it, in one statement, and returns the names of those it created
     /// (`deliveries_pYYYYMMDD`); existing ones are left alone. Safe to run from several processes at once.
@@ -369,6 +401,14 @@ extension RelayStore {
 /// A batch of delivery rows as one array per column, the parameters of ``RelayStore``'s `INSERT … UNNEST`;
 /// `nil` text is sent as an empty string (stored as `NULL`), no answer time as `answered` false, no latency
 /// as -1.
+/// A leased page to mark done by the statement that writes its last delivery rows.
+struct PageCompletion {
+    var jobID: UUID
+    var page: Int
+    var owner: String
+    var counts: JobPageCounts
+}
+
 private struct DeliveryColumns {
     var tenantID: [String] = []
     var jobID: [String] = []
@@ -390,7 +430,10 @@ private struct DeliveryColumns {
     /// The `INSERT` of these rows: a column whose value is the same in every row (the tenant, the job and the
     /// type in a fan-out's batch) is sent once, the others as arrays unnested side by side (`unnest` in the
     /// select list, which PostgreSQL runs in step without first copying the rows into a tuple store).
-    func insertQuery() -> PostgresQuery {
+    ///
+    /// With `completing`, the same statement then marks that page done with its counts when it is still leased
+    /// to its owner, and returns a row when it did; the rows are written either way.
+    func insertQuery(completing completion: PageCompletion? = nil) -> PostgresQuery {
         var bindings = PostgresBindings(capacity: 13)
         var unnested: [String] = []
         /// The column's value in the select list: one parameter when every row has the same value, else the
@@ -417,14 +460,30 @@ private struct DeliveryColumns {
             "CASE WHEN \(latencyColumn) >= 0 THEN \(latencyColumn) END",
             "NULLIF(\(column(notificationType, type: "text")), '')",
         ]
+        let insert = """
+            INSERT INTO \(table) (
+                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at,
+                latency_ms, notification_type
+            )
+            SELECT \(values.joined(separator: ", "))
+            FROM (SELECT \(unnested.joined(separator: ", "))) AS batch
+            """
+        guard let completion else { return PostgresQuery(unsafeSQL: insert, binds: bindings) }
+        func parameter(_ value: some PostgresNonThrowingEncodable) -> String {
+            bindings.append(value)
+            return "$\(bindings.count)"
+        }
+        let counts = completion.counts
         return PostgresQuery(
             unsafeSQL: """
-                INSERT INTO \(table) (
-                    tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at,
-                    latency_ms, notification_type
-                )
-                SELECT \(values.joined(separator: ", "))
-                FROM (SELECT \(unnested.joined(separator: ", "))) AS batch
+                WITH written AS (\(insert))
+                UPDATE job_pages SET state = 'done', lease_owner = NULL, lease_until = NULL,
+                    devices = \(parameter(counts.devices)), delivered = \(parameter(counts.delivered)),
+                    failed = \(parameter(counts.failed)), skipped = \(parameter(counts.skipped)),
+                    deferred = \(parameter(counts.deferred))
+                WHERE job_id = \(parameter(completion.jobID)) AND page = \(parameter(completion.page))
+                  AND state = 'leased' AND lease_owner = \(parameter(completion.owner))
+                RETURNING 1::int8
                 """,
             binds: bindings
         )

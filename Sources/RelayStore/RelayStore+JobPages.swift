@@ -329,8 +329,24 @@ extension RelayStore {
     }
 
     /// Marks `owner`'s page done with its counts, then completes the job when no page is left.
-    public func completeJobPage(_ page: JobPage, owner: String, counts: JobPageCounts) async throws(RelayStoreError) {
-        guard let uuid = UUID(uuidString: page.jobID) else { return }
+    ///
+    /// `lastRows`, the page's delivery rows not written yet, are written by the statement that marks the page
+    /// done: the page is done exactly when its last rows are recorded, in one round trip. They are written even
+    /// when the page is no longer leased to `owner` (they are sends that happened); the page is then left as it is.
+    public func completeJobPage(
+        _ page: JobPage, owner: String, counts: JobPageCounts, lastRows: [DeliveryRecord] = []
+    ) async throws(RelayStoreError) {
+        guard let uuid = UUID(uuidString: page.jobID) else {
+            try await recordDeliveries(lastRows)
+            return
+        }
+        guard lastRows.isEmpty else {
+            let completion = PageCompletion(jobID: uuid, page: page.page, owner: owner, counts: counts)
+            if try await recordDeliveries(lastRows, completing: completion) {
+                try await completeJobIfDone(jobID: page.jobID)
+            }
+            return
+        }
         _ = try await countRows(
             """
             UPDATE job_pages SET state = 'done', lease_owner = NULL, lease_until = NULL, devices = \(counts.devices),

@@ -50,4 +50,64 @@ struct JobCompletionTests {
             #expect(try await store.completeFinishedJobs() == 0)
         }
     }
+
+    @Test(
+        "a page's last rows are written by its completion; a page leased to another owner keeps its lease, its rows written"
+    )
+    func lastRowsAreWrittenWithTheCompletion() async throws {
+        try await withTenantStore { store in
+            let job = try await store.createJob(
+                tenant: "circl", notificationType: "message", idempotencyKey: nil, request: []
+            ).job
+            _ = try await store.claimJobForPlanning(owner: "planner", lease: .seconds(30))
+            for page in 1...2 {
+                try await store.addJobPage(
+                    jobID: job.id, tenant: "circl", page: page, dueAt: Date(timeIntervalSinceNow: -1),
+                    tokens: [deviceToken(page)], users: ["u\(page)"]
+                )
+            }
+            #expect(try await store.finishPlanning(jobID: job.id, owner: "planner"))
+            var pages: [Int: JobPage] = [:]
+            for _ in 1...2 {
+                let page = try #require(try await store.claimJobPage(owner: "relay", lease: .seconds(30)))
+                pages[page.page] = page
+            }
+            func row(_ device: Int, sentAt: Date = Date()) -> DeliveryRecord {
+                DeliveryRecord(
+                    tenantID: "circl", jobID: job.id, userID: "u\(device)", token: deviceToken(device),
+                    outcome: .delivered, sentAt: sentAt, answeredAt: sentAt, notificationType: "message")
+            }
+            func recorded(_ devices: [Int]) async throws -> [String: DeliveryOutcome] {
+                try await store.recordedOutcomes(tenant: "circl", jobID: job.id, tokens: devices.map(deviceToken))
+            }
+
+            // Page 1 done with its two last rows, in one call; page 2 still leased: the job runs on.
+            try await store.completeJobPage(
+                try #require(pages[1]), owner: "relay", counts: JobPageCounts(devices: 2, delivered: 2),
+                lastRows: [row(1), row(11)])
+            #expect(try await recorded([1, 11]) == [deviceToken(1): .delivered, deviceToken(11): .delivered])
+            #expect(try await store.job(tenant: "circl", id: job.id)?.state == .running)
+
+            // Page 2 was taken over meanwhile: its row (dated in a day without a partition yet) is written, the
+            // page stays the other owner's, and the job is not completed.
+            try await execute(
+                "UPDATE job_pages SET lease_owner = 'other' WHERE job_id = '\(job.id)' AND page = 2", in: store)
+            let later = Date(timeIntervalSinceNow: 40 * 86_400)
+            try await store.completeJobPage(
+                try #require(pages[2]), owner: "relay", counts: JobPageCounts(devices: 1, delivered: 1),
+                lastRows: [row(2, sentAt: later)])
+            #expect(try await recorded([2]) == [deviceToken(2): .delivered])
+            #expect(try await store.job(tenant: "circl", id: job.id)?.state == .running)
+
+            // Its owner completes it: the job is completed with both pages' counts.
+            try await execute(
+                "UPDATE job_pages SET lease_owner = 'relay' WHERE job_id = '\(job.id)' AND page = 2", in: store)
+            try await store.completeJobPage(
+                try #require(pages[2]), owner: "relay", counts: JobPageCounts(devices: 1, delivered: 1))
+            let completed = try #require(try await store.job(tenant: "circl", id: job.id))
+            #expect(completed.state == .completed)
+            #expect(completed.devices == 3)
+            #expect(completed.delivered == 3)
+        }
+    }
 }
