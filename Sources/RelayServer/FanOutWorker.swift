@@ -662,8 +662,7 @@ private struct PageSender {
             }
         }
         try await writing?.value
-        RelayMetrics.apnsLatencies(latencies)
-        for index in pending.indices { count(pending[index].outcome, into: &counts) }
+        tally(pending, latencies: latencies, counts: &counts)
         return pending
     }
 
@@ -672,10 +671,15 @@ private struct PageSender {
     private func record(
         _ rows: [DeliveryRecord], latencies: [Duration], counts: inout JobPageCounts
     ) -> Task<Void, any Error> {
-        RelayMetrics.apnsLatencies(latencies)
-        for index in rows.indices { count(rows[index].outcome, into: &counts) }
+        tally(rows, latencies: latencies, counts: &counts)
         let writer = writer
         return Task { try await writer.record(rows) }
+    }
+
+    /// Counts a batch of rows' outcomes into `counts` and notes their APNs latencies.
+    private func tally(_ rows: [DeliveryRecord], latencies: [Duration], counts: inout JobPageCounts) {
+        RelayMetrics.apnsLatencies(latencies)
+        for index in rows.indices { count(rows[index].outcome, into: &counts) }
     }
 
     /// The row of a send to `device` at `sentAt` before any answer.

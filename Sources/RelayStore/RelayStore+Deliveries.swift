@@ -125,21 +125,13 @@ extension RelayStore {
         while start < records.endIndex {
             let end = min(start + batchSize, records.endIndex)
             let batch = try DeliveryColumns(records[start..<end])
-            do {
-                report.statements += 1
-                try await insert(batch)
-            } catch let error as PSQLError where Self.isMissingPartition(error) {
-                report.statements += 1
-                report.createdPartitions += try await ensurePartitions(for: batch.sentAt)
-                report.statements += 1
-                do {
-                    try await insert(batch)
-                } catch {
-                    throw relayStoreFailure(error)
-                }
-            } catch {
-                throw relayStoreFailure(error)
+            let query = batch.insertQuery()
+            let (_, created) = try await writeCreatingPartitions(of: batch) { database, logger in
+                _ = try await database.query(query, logger: logger)
             }
+            // The insert, and when a day had no partition, the partitions' statement and the insert again.
+            report.statements += created == nil ? 1 : 3
+            report.createdPartitions += created ?? []
             report.rows += end - start
             start = end
         }
@@ -155,21 +147,26 @@ extension RelayStore {
     {
         try await checkTenants(of: rows)
         let batch = try DeliveryColumns(rows[...])
-        let database = database
-        let logger = logger
-        func write() async throws -> Bool {
+        let query = batch.insertQuery(completing: completion)
+        return try await writeCreatingPartitions(of: batch) { database, logger in
             var completed = false
-            for try await _ in try await database.query(batch.insertQuery(completing: completion), logger: logger) {
-                completed = true
-            }
+            for try await _ in try await database.query(query, logger: logger) { completed = true }
             return completed
-        }
+        }.result
+    }
+
+    /// Runs `write`, a statement that inserts `batch`; when one of its rows' days has no partition, creates the
+    /// missing days' partitions (``ensureDeliveryPartitions(around:daysAhead:daysBehind:)``'s function) and runs
+    /// it once more. Returns its result and the partitions created (`nil`: it ran once).
+    private func writeCreatingPartitions<Result>(
+        of batch: DeliveryColumns, _ write: (DeadlineClient, Logger) async throws -> Result
+    ) async throws(RelayStoreError) -> (result: Result, created: [String]?) {
         do {
-            return try await write()
+            return (try await write(database, logger), nil)
         } catch let error as PSQLError where Self.isMissingPartition(error) {
-            _ = try await ensurePartitions(for: batch.sentAt)
+            let created = try await ensurePartitions(for: batch.sentAt)
             do {
-                return try await write()
+                return (try await write(database, logger), created)
             } catch {
                 throw relayStoreFailure(error)
             }
@@ -344,10 +341,6 @@ extension RelayStore {
     /// Not `COPY … FROM STDIN`, which costs the server less: postgres-nio 1.33.2 stops the process
     /// (`preconditionFailure`, "Copy mode is only supported for extended queries") when the connection closes
     /// while a COPY is under way, as it does when PostgreSQL restarts (`Ops/fault-postgres-restart.sh`).
-    private func insert(_ batch: DeliveryColumns) async throws {
-        try await database.query(batch.insertQuery(), logger: logger)
-    }
-
     private func ensurePartitions(for dates: [Date]) async throws(RelayStoreError) -> [String] {
         do {
             var created: [String] = []
@@ -398,9 +391,6 @@ extension RelayStore {
     }
 }
 
-/// A batch of delivery rows as one array per column, the parameters of ``RelayStore``'s `INSERT … UNNEST`;
-/// `nil` text is sent as an empty string (stored as `NULL`), no answer time as `answered` false, no latency
-/// as -1.
 /// A leased page to mark done by the statement that writes its last delivery rows.
 struct PageCompletion {
     var jobID: UUID
@@ -409,6 +399,9 @@ struct PageCompletion {
     var counts: JobPageCounts
 }
 
+/// A batch of delivery rows as one array per column, the parameters of ``RelayStore``'s `INSERT … UNNEST`;
+/// `nil` text is sent as an empty string (stored as `NULL`), no answer time as `answered` false, no latency
+/// as -1.
 private struct DeliveryColumns {
     var tenantID: [String] = []
     var jobID: [String] = []
