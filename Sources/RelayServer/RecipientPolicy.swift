@@ -73,7 +73,8 @@ struct PolicyState: Sendable {
     var mutes: [String: [MuteRecord]]
     /// Presence per user: thread id → until when the user is active in it.
     var presence: [String: [String: Date]]
-    /// What each user already received of the notification's type, for its per-user cap.
+    /// What each user at its per-user cap already received of the notification's type (a user below the cap is
+    /// absent: ``RelayStore/sentCounts(tenant:users:notificationType:reaching:now:)``).
     var sentCounts: [String: SentCount]
 
     /// Creates a state; everything empty by default.
@@ -132,8 +133,11 @@ struct RecipientPolicy: Sendable {
         async let presence =
             notification.threadID != nil ? store.activeThreads(tenant: tenant.id, users: users, now: now) : [:]
         async let sentCounts =
-            cap != nil
-            ? store.sentCounts(tenant: tenant.id, users: users, notificationType: notification.type, now: now) : [:]
+            if let cap {
+                store.sentCounts(tenant: tenant.id, users: users, notificationType: notification.type, reaching: cap, now: now)
+            } else {
+                [String: SentCount]()
+            }
         do {
             state.preferences = try await preferences
             for mute in try await mutes {

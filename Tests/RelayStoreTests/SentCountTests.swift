@@ -19,7 +19,7 @@ struct SentCountTests {
             sentAt: instant(-secondsAgo), notificationType: type)
     }
 
-    @Test("delivered notifications of one type per user, in the rolling hour and day, each job counted once")
+    @Test("delivered notifications of one type per user at a cap, in the rolling hour and day, each job counted once")
     func counts() async throws {
         try await withTenantStore { store in
             let records = [
@@ -46,22 +46,31 @@ struct SentCountTests {
                 row("u5", job: "a", type: "announcement", secondsAgo: 1_800),
             ]
             try await store.recordDeliveries(records)
-            let counts = try await store.sentCounts(
-                tenant: "circl", users: ["u1", "u2", "u3"], notificationType: "announcement", now: instant())
+            func counts(
+                _ users: [String], hour: Int? = nil, day: Int? = nil, type: String = "announcement", at seconds: Int = 0
+            ) async throws -> [String: SentCount] {
+                try await store.sentCounts(
+                    tenant: "circl", users: users, notificationType: type,
+                    reaching: .init(maxPerHour: hour, maxPerDay: day), now: instant(seconds))
+            }
+            // u1 reaches 4 a day, u2 2 an hour.
             #expect(
-                counts == ["u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 2, lastDay: 2)])
+                try await counts(["u1", "u2", "u3"], hour: 2, day: 4)
+                    == ["u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 2, lastDay: 2)])
+            // Below the caps, nobody is returned; u1's five rows are four notifications (job a on two devices).
+            #expect(try await counts(["u1", "u2", "u3"], hour: 3, day: 5) == [:])
+            #expect(try await counts(["u1", "u2"], hour: 2) == ["u2": SentCount(lastHour: 2, lastDay: 2)])
+            #expect(try await counts(["u1", "u2"], day: 2) == ["u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 2, lastDay: 2)])
 
             // Two hours later u1's hour is empty and job c has left the day; u2's job l is now in both.
-            let later = try await store.sentCounts(
-                tenant: "circl", users: ["u1", "u2"], notificationType: "announcement", now: instant(7_200))
-            #expect(later == ["u1": SentCount(lastHour: 0, lastDay: 3), "u2": SentCount(lastHour: 1, lastDay: 3)])
+            #expect(
+                try await counts(["u1", "u2"], hour: 1, day: 3, at: 7_200)
+                    == ["u1": SentCount(lastHour: 0, lastDay: 3), "u2": SentCount(lastHour: 1, lastDay: 3)])
 
-            #expect(
-                try await store.sentCounts(
-                    tenant: "circl", users: [], notificationType: "announcement", now: instant()) == [:])
-            #expect(
-                try await store.sentCounts(tenant: "circl", users: ["u1"], notificationType: "digest", now: instant())
-                    == [:])
+            #expect(try await counts([], hour: 1, day: 1) == [:])
+            #expect(try await counts(["u1"], hour: 1, day: 1, type: "digest") == [:])
+            // No cap: nothing to count.
+            #expect(try await counts(["u1", "u2"]) == [:])
         }
     }
 }
