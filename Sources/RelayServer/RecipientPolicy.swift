@@ -134,7 +134,8 @@ struct RecipientPolicy: Sendable {
             notification.threadID != nil ? store.activeThreads(tenant: tenant.id, users: users, now: now) : [:]
         async let sentCounts =
             if let cap {
-                store.sentCounts(tenant: tenant.id, users: users, notificationType: notification.type, reaching: cap, now: now)
+                store.sentCounts(
+                    tenant: tenant.id, users: users, notificationType: notification.type, reaching: cap, now: now)
             } else {
                 [String: SentCount]()
             }

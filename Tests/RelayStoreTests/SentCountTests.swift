@@ -60,7 +60,10 @@ struct SentCountTests {
             // Below the caps, nobody is returned; u1's five rows are four notifications (job a on two devices).
             #expect(try await counts(["u1", "u2", "u3"], hour: 3, day: 5) == [:])
             #expect(try await counts(["u1", "u2"], hour: 2) == ["u2": SentCount(lastHour: 2, lastDay: 2)])
-            #expect(try await counts(["u1", "u2"], day: 2) == ["u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 2, lastDay: 2)])
+            #expect(
+                try await counts(["u1", "u2"], day: 2) == [
+                    "u1": SentCount(lastHour: 1, lastDay: 4), "u2": SentCount(lastHour: 2, lastDay: 2),
+                ])
 
             // Two hours later u1's hour is empty and job c has left the day; u2's job l is now in both.
             #expect(
