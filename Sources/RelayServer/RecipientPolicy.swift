@@ -74,7 +74,7 @@ struct PolicyState: Sendable {
     /// Presence per user: thread id → until when the user is active in it.
     var presence: [String: [String: Date]]
     /// What each user at its per-user cap already received of the notification's type (a user below the cap is
-    /// absent: ``RelayStore/sentCounts(tenant:users:notificationType:reaching:now:)``).
+    /// absent: ``RelayStore/userPolicy(tenant:users:reading:now:)``).
     var sentCounts: [String: SentCount]
 
     /// Creates a state; everything empty by default.
@@ -116,40 +116,22 @@ struct RecipientPolicy: Sendable {
         return limit
     }
 
-    /// Loads everything ``decide(user:timeZone:state:now:)`` needs for `users` in a few queries, each skipped
-    /// when its rule cannot apply: preferences (unless the type is mandatory), mutes (when the notification
-    /// has a thread id or a scope), presence (when it has a thread id), counts (when the type has a per-user cap).
+    /// Loads everything ``decide(user:timeZone:state:now:)`` needs for `users` in one statement
+    /// (``RelayStore/userPolicy(tenant:users:reading:now:)``), each lookup only when its rule can apply:
+    /// preferences (unless the type is mandatory), mutes (when the notification has a thread id or a scope),
+    /// presence (when it has a thread id), counts (when the type has a per-user cap).
     func load(users: [String], store: RelayStore, now: Date) async throws(RelayStoreError) -> PolicyState {
-        var state = PolicyState()
-        guard !users.isEmpty else { return state }
-        let (tenant, notification, cap) = (tenant, notification, cap)
-        // The lookups are independent: made at once, they cost one round trip instead of up to four.
-        async let preferences =
-            notification.typeConfiguration.optOutAllowed
-            ? store.preferences(tenant: tenant.id, users: users) : [:]
-        async let mutes =
-            notification.threadID != nil || notification.scope != nil
-            ? store.mutes(tenant: tenant.id, users: users, now: now) : []
-        async let presence =
-            notification.threadID != nil ? store.activeThreads(tenant: tenant.id, users: users, now: now) : [:]
-        async let sentCounts =
-            if let cap {
-                store.sentCounts(
-                    tenant: tenant.id, users: users, notificationType: notification.type, reaching: cap, now: now)
-            } else {
-                [String: SentCount]()
-            }
-        do {
-            state.preferences = try await preferences
-            for mute in try await mutes {
-                state.mutes[mute.userID, default: []].append(mute)
-            }
-            state.presence = try await presence
-            state.sentCounts = try await sentCounts
-        } catch let error as RelayStoreError {
-            throw error
-        } catch {
-            throw .databaseUnavailable("\(error)")
+        let reads = UserPolicyReads(
+            preferences: notification.typeConfiguration.optOutAllowed,
+            mutes: notification.threadID != nil || notification.scope != nil,
+            presence: notification.threadID != nil,
+            cap: cap.map { (notification.type, $0) }
+        )
+        let found = try await store.userPolicy(tenant: tenant.id, users: users, reading: reads, now: now)
+        var state = PolicyState(
+            preferences: found.preferences, presence: found.activeThreads, sentCounts: found.sentCounts)
+        for mute in found.mutes {
+            state.mutes[mute.userID, default: []].append(mute)
         }
         return state
     }

@@ -49,9 +49,13 @@ struct SentCountTests {
             func counts(
                 _ users: [String], hour: Int? = nil, day: Int? = nil, type: String = "announcement", at seconds: Int = 0
             ) async throws -> [String: SentCount] {
-                try await store.sentCounts(
-                    tenant: "circl", users: users, notificationType: type,
-                    reaching: .init(maxPerHour: hour, maxPerDay: day), now: instant(seconds))
+                try await store.userPolicy(
+                    tenant: "circl", users: users,
+                    reading: .init(
+                        preferences: false, mutes: false, presence: false,
+                        cap: (type, .init(maxPerHour: hour, maxPerDay: day))),
+                    now: instant(seconds)
+                ).sentCounts
             }
             // u1 reaches 4 a day, u2 2 an hour.
             #expect(

@@ -187,4 +187,43 @@ struct UserPolicyTests {
             )
         }
     }
+
+    @Test("a page's policy lookups in one statement: each only when asked for, only the users asked about, in force")
+    func userPolicyInOneStatement() async throws {
+        try await withTenantStore { store in
+            try await store.setPreferences(tenant: "circl", user: "u1", ["message": false])
+            try await store.setPreferences(tenant: "circl", user: "u9", ["message": false])
+            try await store.setMute(tenant: "circl", user: "u1", threadID: nil, scope: "circle-1")
+            try await store.setMute(tenant: "circl", user: "u2", threadID: "circle-2", scope: nil, until: instant(-60))
+            try await store.setMute(tenant: "circl", user: "u2", threadID: "circle-3", scope: nil, until: instant(60))
+            try await store.setPresence(tenant: "circl", user: "u2", threadID: "circle-1", until: instant(60))
+            try await store.setPresence(tenant: "circl", user: "u1", threadID: "circle-4", until: instant(-1))
+            let users = ["u1", "u2", "u3"]
+
+            let all = try await store.userPolicy(
+                tenant: "circl", users: users, reading: .init(preferences: true, mutes: true, presence: true),
+                now: instant(0))
+            #expect(all.preferences == ["u1": ["message": false]])
+            #expect(
+                Set(all.mutes) == [
+                    MuteRecord(userID: "u1", scope: "circle-1"),
+                    MuteRecord(userID: "u2", threadID: "circle-3", until: instant(60)),
+                ])
+            #expect(all.activeThreads == ["u2": ["circle-1": instant(60)]])
+            #expect(all.sentCounts.isEmpty)
+
+            let mutesOnly = try await store.userPolicy(
+                tenant: "circl", users: users, reading: .init(preferences: false, mutes: true, presence: false),
+                now: instant(0))
+            #expect(mutesOnly.preferences.isEmpty && mutesOnly.activeThreads.isEmpty && mutesOnly.mutes.count == 2)
+            #expect(
+                try await store.userPolicy(
+                    tenant: "circl", users: users, reading: .init(preferences: false, mutes: false, presence: false),
+                    now: instant(0)) == UserPolicyRows())
+            #expect(
+                try await store.userPolicy(
+                    tenant: "anky", users: users, reading: .init(preferences: true, mutes: true, presence: true),
+                    now: instant(0)) == UserPolicyRows())
+        }
+    }
 }
