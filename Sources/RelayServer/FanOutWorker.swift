@@ -75,6 +75,8 @@ public final class FanOutWorker: Sendable {
     private let held = Mutex<[String: HeldPage]>([:])
     /// Pages the planners lease to this process's waiting page loops as they write them.
     private let handoff = PageHandoff()
+    /// Devices of the pages the planners wrote for any process to claim, for this process's loops.
+    private let plannedPages = PlannedPages()
     /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
     private let plans = Mutex<[String: (plan: SendPlan, tenant: TenantConfiguration)]>([:])
     /// Plans kept before the cache starts again.
@@ -181,7 +183,7 @@ public final class FanOutWorker: Sendable {
         do {
             let (plan, _) = try await sendPlan(for: job)
             var planner = PagePlanner(
-                job: job, plan: plan, store: store, owner: owner, handoff: handoff,
+                job: job, plan: plan, store: store, owner: owner, handoff: handoff, plannedPages: plannedPages,
                 handOver: { [self] page, devices in
                     // Held from now on, so that the ticker renews its lease until a loop has sent it.
                     held.withLock { $0["\(page.jobID)/\(page.page)"] = HeldPage(page) }
@@ -238,7 +240,11 @@ public final class FanOutWorker: Sendable {
                 if let page = try await store.claimJobPage(owner: owner, lease: Self.lease) {
                     // More pages may be due: another loop looks.
                     pageLoops.wakeOne()
-                    await send(page)
+                    // A topic page this process planned moments ago comes with the devices its planner read.
+                    let planned =
+                        page.topicRange != nil && page.claims == 1
+                        ? plannedPages.take(jobID: page.jobID, page: page.page) : nil
+                    await send(page, plannedDevices: planned)
                     continue
                 }
             } catch {
@@ -303,6 +309,8 @@ private struct PagePlanner {
     let owner: String
     /// Says whether a loop waits for a page.
     let handoff: PageHandoff
+    /// Keeps the devices of a page due now that no loop of this process waited for.
+    let plannedPages: PlannedPages
     /// Hands a page leased to `owner` over to its loops, with its devices.
     let handOver: @Sendable (JobPage, [DeviceTarget]) -> Void
     /// Called after each page is written, so that a page loop starts on it while planning goes on.
@@ -311,13 +319,15 @@ private struct PagePlanner {
 
     init(
         job: JobRecord, plan: SendPlan, store: RelayStore, owner: String, handoff: PageHandoff,
-        handOver: @escaping @Sendable (JobPage, [DeviceTarget]) -> Void, pageWritten: @escaping @Sendable () -> Void
+        plannedPages: PlannedPages, handOver: @escaping @Sendable (JobPage, [DeviceTarget]) -> Void,
+        pageWritten: @escaping @Sendable () -> Void
     ) {
         self.job = job
         self.plan = plan
         self.store = store
         self.owner = owner
         self.handoff = handoff
+        self.plannedPages = plannedPages
         self.handOver = handOver
         self.pageWritten = pageWritten
     }
@@ -369,13 +379,16 @@ private struct PagePlanner {
                 var after: String?
                 var size = FanOutWorker.pageSize(page: nextPage)
                 while true {
-                    let handing = dueAt <= Date() && handoff.promise()
+                    let dueNow = dueAt <= Date()
+                    let handing = dueNow && handoff.promise()
+                    // Else its devices are kept for a loop of this process that claims it soon, if there is room.
+                    let keeping = dueNow && !handing && plannedPages.hasRoom()
                     let written: TopicPageWrite?
                     do {
                         written = try await store.addTopicJobPage(
                             jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, topic: topic,
                             after: after, limit: size, excludedUsers: Array(plan.excludedUsers),
-                            leasedTo: handing ? owner : nil, lease: FanOutWorker.lease
+                            leasedTo: handing ? owner : nil, lease: FanOutWorker.lease, withDevices: keeping
                         )
                     } catch {
                         if handing { handoff.withdraw() }
@@ -389,6 +402,9 @@ private struct PagePlanner {
                         handOver(leased.page, leased.devices)
                     } else if handing {
                         handoff.withdraw()
+                    }
+                    if let devices = written.pendingDevices {
+                        plannedPages.keep(devices, jobID: job.id, page: nextPage)
                     }
                     if written.pageDevices > 0 {
                         pageWritten()
@@ -880,6 +896,50 @@ final class PageHandoff: Sendable {
         state.withLock { $0.waitingLoops += 1 }
         await signal.wait()
         state.withLock { $0.waitingLoops -= 1 }
+    }
+}
+
+/// The devices this process's planners read for the topic pages they wrote for any process to claim, while
+/// every loop of theirs was busy: the loop of this process that claims such a page soon after sends to them
+/// instead of reading its range again (in a 100,000-device fan-out, 23 of its 35 pages were read twice).
+///
+/// At most ``capacity`` pages, each used for ``maximumAge`` after its planner read it (a device registered or
+/// gone since then is not seen, as with a page handed over); a page that another process claims leaves its
+/// entry to age out.
+final class PlannedPages: Sendable {
+    /// The most pages kept (about 600 kB a page of 4,000 devices).
+    static let capacity = 32
+    /// How long kept devices stand for their page.
+    static let maximumAge: Duration = .seconds(10)
+
+    private let pages = Mutex<[String: (devices: [DeviceTarget], at: ContinuousClock.Instant)]>([:])
+
+    /// Whether another page fits, after the pages too old to use are let go.
+    func hasRoom(now: ContinuousClock.Instant = .now) -> Bool {
+        pages.withLock { pages in
+            if pages.count >= Self.capacity {
+                pages = pages.filter { now - $0.value.at <= Self.maximumAge }
+            }
+            return pages.count < Self.capacity
+        }
+    }
+
+    /// Keeps the devices of page `page` of job `jobID`, read at `now`, unless there is no room.
+    func keep(_ devices: [DeviceTarget], jobID: String, page: Int, now: ContinuousClock.Instant = .now) {
+        pages.withLock { pages in
+            guard pages.count < Self.capacity else { return }
+            pages[Self.key(jobID, page)] = (devices, now)
+        }
+    }
+
+    /// The devices kept for page `page` of job `jobID`, once, if they are recent enough.
+    func take(jobID: String, page: Int, now: ContinuousClock.Instant = .now) -> [DeviceTarget]? {
+        guard let kept = pages.withLock({ $0.removeValue(forKey: Self.key(jobID, page)) }) else { return nil }
+        return now - kept.at <= Self.maximumAge ? kept.devices : nil
+    }
+
+    private static func key(_ jobID: String, _ page: Int) -> String {
+        "\(jobID.lowercased())/\(page)"
     }
 }
 

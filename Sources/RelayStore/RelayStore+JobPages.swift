@@ -56,6 +56,9 @@ public struct TopicPageWrite: Sendable {
     /// The page as leased to its owner, with its devices as read, when the page is new and was leased at once
     /// (`nil` otherwise; a page written before may have another range).
     public var leased: (page: JobPage, devices: [DeviceTarget])?
+    /// The devices of the page as read, when the page is new, was not leased, and they were asked for
+    /// (`withDevices`): the planning process keeps them for the loop of its own that claims the page.
+    public var pendingDevices: [DeviceTarget]?
 }
 
 /// The counts a finished page adds to its job.
@@ -171,9 +174,11 @@ extension RelayStore {
     /// order of ``activeDevices(tenant:in:excludedUsers:)``: the owner sends it without claiming it or reading
     /// its range.
     ///
+    /// Without `owner`, a new page comes with its devices (in the same order) when `withDevices` asks for them.
+    ///
     /// - Returns: `nil` when no device comes after `after`; else the page's last token (the next page's
     ///   `after`), the devices read (fewer than `limit`: the topic is done), the devices counted in the page
-    ///   and, when the page is new and leased to `owner`, its devices.
+    ///   and, when the page is new and leased to `owner` or `withDevices` asks, its devices.
     public func addTopicJobPage(
         jobID: String,
         tenant: String,
@@ -184,7 +189,8 @@ extension RelayStore {
         limit: Int,
         excludedUsers: [String],
         leasedTo owner: String? = nil,
-        lease: Duration = .seconds(30)
+        lease: Duration = .seconds(30),
+        withDevices: Bool = false
     ) async throws(RelayStoreError) -> TopicPageWrite? {
         guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
@@ -233,7 +239,7 @@ extension RelayStore {
                                coalesce(array_agg(environment), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
                         FROM (
                             SELECT * FROM selected
-                            WHERE \(owner)::text IS NOT NULL AND user_id <> ALL(\(excludedUsers)::text[])
+                            WHERE \(owner != nil || withDevices) AND user_id <> ALL(\(excludedUsers)::text[])
                             ORDER BY token, user_id, registered_at DESC
                         ) page
                     ) d
@@ -243,14 +249,17 @@ extension RelayStore {
             {
                 guard let lastToken else { return nil }
                 var write = TopicPageWrite(lastToken: lastToken, devicesRead: devicesRead, pageDevices: pageDevices)
-                if owner != nil, isNew {
-                    let page = JobPage(
-                        jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: [],
-                        users: [], topicRange: TopicRange(topic: topic, after: after, last: lastToken), claims: 1)
-                    write.leased = (
-                        page,
-                        try Self.targets(users: users, tokens: tokens, environments: environments, timeZones: timeZones)
-                    )
+                if isNew, owner != nil || withDevices {
+                    let devices = try Self.targets(
+                        users: users, tokens: tokens, environments: environments, timeZones: timeZones)
+                    if owner != nil {
+                        let page = JobPage(
+                            jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: [],
+                            users: [], topicRange: TopicRange(topic: topic, after: after, last: lastToken), claims: 1)
+                        write.leased = (page, devices)
+                    } else {
+                        write.pendingDevices = devices
+                    }
                 }
                 return write
             }

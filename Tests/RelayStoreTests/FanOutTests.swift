@@ -74,11 +74,12 @@ struct FanOutTests {
             ).job
             /// Page `page` from the devices after `after`, 5 at a time.
             func write(
-                page: Int, after: String?, excluding excluded: [String] = [], leasedTo owner: String? = nil
+                page: Int, after: String?, excluding excluded: [String] = [], leasedTo owner: String? = nil,
+                withDevices: Bool = false
             ) async throws -> TopicPageWrite? {
                 try await store.addTopicJobPage(
                     jobID: job.id, tenant: "familyportal", page: page, dueAt: instant(0), topic: "chat", after: after,
-                    limit: 5, excludedUsers: excluded, leasedTo: owner)
+                    limit: 5, excludedUsers: excluded, leasedTo: owner, withDevices: withDevices)
             }
             // Tokens 1-5, the fifth held by two users: six devices read, user2's not counted.
             let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"], leasedTo: "planner"))
@@ -100,10 +101,19 @@ struct FanOutTests {
             let excluded = (6...10).map { "user\($0)" }
             let second = try #require(try await write(page: 2, after: first.lastToken, excluding: excluded))
             #expect(second.lastToken == deviceToken(10) && second.devicesRead == 5 && second.pageDevices == 0)
-            // Tokens 11-12 as page 2: fewer than 5, the topic is done; nothing after them.
-            let third = try #require(try await write(page: 2, after: second.lastToken))
+            // Tokens 11-12 as page 2: fewer than 5, the topic is done; nothing after them. Not leased, the new page
+            // comes with its devices when asked: those its range holds.
+            let third = try #require(try await write(page: 2, after: second.lastToken, withDevices: true))
             #expect(third.lastToken == deviceToken(12) && third.devicesRead == 2 && third.pageDevices == 2)
             #expect(third.leased == nil)
+            let thirdRange = TopicRange(topic: "chat", after: second.lastToken, last: third.lastToken)
+            #expect(
+                third.pendingDevices
+                    == (try await store.activeDevices(tenant: "familyportal", in: thirdRange, excludedUsers: [])))
+            #expect(third.pendingDevices?.map(\.userID) == ["user11", "user12"])
+            // Written before, it comes without devices; not asked, neither.
+            #expect(try await write(page: 2, after: second.lastToken, withDevices: true)?.pendingDevices == nil)
+            #expect(second.pendingDevices == nil)
             #expect(try await write(page: 3, after: third.lastToken) == nil)
 
             let pages = try await column(
