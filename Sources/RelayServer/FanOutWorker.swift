@@ -341,10 +341,23 @@ private struct PagePlanner {
             let byDue = Dictionary(grouping: devices) { plan.schedule.dueAt(timeZone: $0.timeZone, now: now) }
             for (due, group) in byDue.sorted(by: { $0.key < $1.key }) {
                 let sorted = group.sorted { $0.token < $1.token }
-                try await store.addJobPage(
-                    jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: due, tokens: sorted.map(\.token),
-                    users: sorted.map(\.userID)
-                )
+                // A page due now goes at once to a loop of this process that waits for work, if there is one.
+                let handing = due <= Date() && handoff.promise()
+                let leased: JobPage?
+                do {
+                    leased = try await store.addJobPage(
+                        jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: due, tokens: sorted.map(\.token),
+                        users: sorted.map(\.userID), leasedTo: handing ? owner : nil, lease: FanOutWorker.lease
+                    )
+                } catch {
+                    if handing { handoff.withdraw() }
+                    throw error
+                }
+                if let leased {
+                    handOver(leased, sorted)
+                } else if handing {
+                    handoff.withdraw()
+                }
                 pageWritten()
                 nextPage += 1
             }

@@ -98,7 +98,7 @@ public struct JobProgress: Sendable, Hashable {
 
 extension RelayStore {
     /// Leases one job that is due and not yet planned (or whose planner's lease ran out) to `owner` for
-    /// `lease`: the caller writes its pages (``addJobPage(jobID:tenant:page:dueAt:tokens:users:done:)``)
+    /// `lease`: the caller writes its pages (``addJobPage(jobID:tenant:page:dueAt:tokens:users:skipped:done:leasedTo:lease:)``)
     /// and then calls ``finishPlanning(jobID:owner:)``. Jobs are taken with `FOR UPDATE SKIP LOCKED`, so
     /// several processes plan different jobs.
     public func claimJobForPlanning(owner: String, lease: Duration) async throws(RelayStoreError) -> JobRecord? {
@@ -133,7 +133,11 @@ extension RelayStore {
 
     /// Writes one page of a job being planned. Writing the same page again (a planner that took over
     /// after another one died) changes nothing. With `done`, the page is written finished with `skipped`
-    /// recipients (the planner's summary of recipients without a device).
+    /// recipients (the planner's summary of recipients without a device). With `owner`, a page this call writes
+    /// is leased to it at once for `lease` (its first claim, as by ``claimJobPage(owner:lease:)``).
+    ///
+    /// - Returns: the page as leased to `owner` when this call wrote it leased; else `nil`.
+    @discardableResult
     public func addJobPage(
         jobID: String,
         tenant: String,
@@ -142,20 +146,36 @@ extension RelayStore {
         tokens: [String],
         users: [String],
         skipped: Int = 0,
-        done: Bool = false
-    ) async throws(RelayStoreError) {
+        done: Bool = false,
+        leasedTo owner: String? = nil,
+        lease: Duration = .seconds(30)
+    ) async throws(RelayStoreError) -> JobPage? {
         guard tokens.count == users.count else { throw .invalidArgument("a page needs one user per token") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
-        let state = done ? "done" : "pending"
+        let owner = done ? nil : owner
+        let state = done ? "done" : owner == nil ? "pending" : "leased"
+        let seconds = Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18
         do {
-            _ = try await database.query(
+            let written = try await database.query(
                 """
-                INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users, state, skipped)
-                VALUES (\(uuid), \(page), \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[], \(state), \(skipped))
+                INSERT INTO job_pages (
+                    job_id, page, tenant_id, due_at, tokens, users, state, skipped, lease_owner, lease_until, claims
+                )
+                VALUES (
+                    \(uuid), \(page), \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[], \(state), \(skipped),
+                    \(owner)::text,
+                    CASE WHEN \(owner)::text IS NOT NULL THEN now() + \(seconds)::float8 * interval '1 second' END,
+                    CASE WHEN \(owner)::text IS NULL THEN 0 ELSE 1 END
+                )
                 ON CONFLICT (job_id, page) DO NOTHING
+                RETURNING 1
                 """,
                 preparedAs: AddJobPage.self, logger: logger
             )
+            guard owner != nil, !written.isEmpty else { return nil }
+            return JobPage(
+                jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens,
+                users: users, topicRange: nil, claims: 1)
         } catch {
             throw relayStoreFailure(error)
         }

@@ -110,4 +110,38 @@ struct JobCompletionTests {
             #expect(completed.delivered == 3)
         }
     }
+
+    @Test("a page of listed devices written leased to its planner's process is claimed once, by it, and completes")
+    func listedPageWrittenLeased() async throws {
+        try await withTenantStore { store in
+            let job = try await store.createJob(
+                tenant: "circl", notificationType: "message", idempotencyKey: nil, request: []
+            ).job
+            let leased = try #require(
+                try await store.addJobPage(
+                    jobID: job.id, tenant: "circl", page: 1, dueAt: Date(timeIntervalSinceNow: -1),
+                    tokens: ["aa1", "aa2"],
+                    users: ["u1", "u2"], leasedTo: "relay"))
+            #expect(leased.jobID == job.id && leased.page == 1 && leased.claims == 1 && leased.topicRange == nil)
+            #expect(leased.tokens == ["aa1", "aa2"] && leased.users == ["u1", "u2"])
+            #expect(
+                try await column(
+                    "SELECT state || ' ' || lease_owner || ' ' || claims FROM job_pages WHERE job_id = '\(job.id)'",
+                    in: store) == ["leased relay 1"])
+            // No other loop claims it while its lease runs; written again (a planner taking over), it is not
+            // leased again; unleased, a page comes back as nothing.
+            #expect(try await store.claimJobPage(owner: "other", lease: .seconds(30)) == nil)
+            #expect(
+                try await store.addJobPage(
+                    jobID: job.id, tenant: "circl", page: 1, dueAt: Date(), tokens: ["aa1"], users: ["u1"],
+                    leasedTo: "relay") == nil)
+            #expect(
+                try await store.addJobPage(
+                    jobID: job.id, tenant: "circl", page: 2, dueAt: Date(), tokens: ["aa3"], users: ["u3"]) == nil)
+            try await store.completeJobPage(leased, owner: "relay", counts: JobPageCounts(devices: 2, delivered: 2))
+            #expect(
+                try await column("SELECT state FROM job_pages WHERE job_id = '\(job.id)' ORDER BY page", in: store)
+                    == ["done", "pending"])
+        }
+    }
 }
