@@ -143,10 +143,7 @@ extension RelayStore {
                 case "preference":
                     found.preferences[user, default: [:]][first ?? ""] = enabled ?? true
                 case "mute":
-                    found.mutes.append(
-                        first == "thread"
-                            ? MuteRecord(userID: user, threadID: second, until: until)
-                            : MuteRecord(userID: user, scope: second, until: until))
+                    found.mutes.append(Self.mute(user: user, kind: first ?? "", value: second ?? "", until: until))
                 case "presence":
                     if let thread = first, let until { found.activeThreads[user, default: [:]][thread] = until }
                 default:

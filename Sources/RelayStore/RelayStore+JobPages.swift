@@ -154,7 +154,7 @@ extension RelayStore {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         let owner = done ? nil : owner
         let state = done ? "done" : owner == nil ? "pending" : "leased"
-        let seconds = Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18
+        let seconds = lease.fractionalSeconds
         do {
             let written = try await database.query(
                 """
@@ -215,7 +215,7 @@ extension RelayStore {
         guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         let after = after?.lowercased() ?? ""
-        let seconds = Double(lease.components.seconds) + Double(lease.components.attoseconds) / 1e18
+        let seconds = lease.fractionalSeconds
         do {
             for try await (lastToken, devicesRead, pageDevices, isNew, users, tokens, environments, timeZones)
                 in try await database.query(
@@ -576,3 +576,10 @@ private enum AddJobPage: PreparedStatementName {}
 private enum ClaimJobPage: PreparedStatementName {}
 private enum CompleteJobPage: PreparedStatementName {}
 private enum CompleteJob: PreparedStatementName {}
+
+extension Duration {
+    /// The duration in seconds, fractions included, for an interval computed by PostgreSQL.
+    fileprivate var fractionalSeconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

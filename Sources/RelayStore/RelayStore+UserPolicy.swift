@@ -258,7 +258,8 @@ extension RelayStore {
         }
     }
 
-    private static func mute(user: String, kind: String, value: String, until: Date?) -> MuteRecord {
+    /// The mute of a `mutes` row: a thread mute when `kind` is `thread`, else a scope mute.
+    static func mute(user: String, kind: String, value: String, until: Date?) -> MuteRecord {
         kind == "thread"
             ? MuteRecord(userID: user, threadID: value, until: until)
             : MuteRecord(userID: user, scope: value, until: until)
