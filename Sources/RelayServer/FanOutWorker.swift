@@ -71,10 +71,12 @@ public final class FanOutWorker: Sendable {
     private let planners = WakeSignal()
     /// Wakes one idle page loop at a time (a page was written; a loop that found a page passes it on).
     private let pageLoops = WakeSignal()
+    /// Jobs this process accepts leased to its waiting planners, which plan them without claiming them.
+    private let jobHandoff = Handoff<JobRecord>()
     /// Pages this process is sending, by job and page number.
     private let held = Mutex<[String: HeldPage]>([:])
-    /// Pages the planners lease to this process's waiting page loops as they write them.
-    private let handoff = PageHandoff()
+    /// Pages the planners lease to this process's waiting page loops as they write them, with their devices.
+    private let handoff = Handoff<(page: JobPage, devices: [DeviceTarget])>()
     /// Devices of the pages the planners wrote for any process to claim, for this process's loops.
     private let plannedPages = PlannedPages()
     /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
@@ -104,6 +106,24 @@ public final class FanOutWorker: Sendable {
         planners.wakeOne()
     }
 
+    /// Promises the job about to be accepted to a planner of this process that waits for work: the job is
+    /// then written leased to ``owner`` for ``lease`` and given with ``handToPlanner(_:)``, or the promise
+    /// withdrawn with ``withdrawPlanner()``. `false` when every waiting planner has a job promised already.
+    func promisePlanner() -> Bool {
+        jobHandoff.promise()
+    }
+
+    /// Gives a promised planner the job just accepted leased to it: the planner plans it without claiming it.
+    func handToPlanner(_ job: JobRecord) {
+        jobHandoff.hand(job)
+        planners.wakeOne()
+    }
+
+    /// Withdraws a planner's promise: the job was not written leased to this process.
+    func withdrawPlanner() {
+        jobHandoff.withdraw()
+    }
+
     /// Runs the planners, the page loops and the ticker until the task is cancelled; pages being sent finish
     /// first, pages handed over to the loops and not taken yet have their lease ended (another process takes
     /// them at once), and the delivery writer (a task of its own, which cancellation does not reach) writes the
@@ -119,9 +139,13 @@ public final class FanOutWorker: Sendable {
                 group.addTask { await self.pageLoop() }
             }
         }
-        // Pages handed over that no loop took are leased to this process: they are let go for any process at once.
-        for page in handoff.drain() {
-            _ = try? await store.renewJobPageLease(page, owner: owner, lease: .zero)
+        // Jobs and pages handed over that no planner or loop took are leased to this process: they are let go for
+        // any process at once.
+        for job in jobHandoff.drain() {
+            _ = try? await store.releasePlanning(jobID: job.id, owner: owner)
+        }
+        for handed in handoff.drain() {
+            _ = try? await store.renewJobPageLease(handed.page, owner: owner, lease: .zero)
         }
         writer.close()
         await writing.value
@@ -162,6 +186,10 @@ public final class FanOutWorker: Sendable {
 
     private func planLoop() async {
         while !Task.isCancelled {
+            if let job = jobHandoff.take() {
+                await plan(job)
+                continue
+            }
             do {
                 if let job = try await store.claimJobForPlanning(owner: owner, lease: Self.lease) {
                     // More jobs may be waiting: another planner looks.
@@ -172,7 +200,7 @@ public final class FanOutWorker: Sendable {
             } catch {
                 logger.warning("planner could not claim a job", metadata: ["error": "\(error)"])
             }
-            await planners.wait()
+            await jobHandoff.waitIdle(on: planners)
         }
     }
 
@@ -187,7 +215,7 @@ public final class FanOutWorker: Sendable {
                 handOver: { [self] page, devices in
                     // Held from now on, so that the ticker renews its lease until a loop has sent it.
                     held.withLock { $0["\(page.jobID)/\(page.page)"] = HeldPage(page) }
-                    handoff.hand(page, devices: devices)
+                    handoff.hand((page, devices))
                 },
                 pageWritten: pageLoops.wakeOne)
             try await planner.writePages()
@@ -308,7 +336,7 @@ private struct PagePlanner {
     /// The planning process, to which a topic page due now is leased at once when one of its loops waits.
     let owner: String
     /// Says whether a loop waits for a page.
-    let handoff: PageHandoff
+    let handoff: Handoff<(page: JobPage, devices: [DeviceTarget])>
     /// Keeps the devices of a page due now that no loop of this process waited for.
     let plannedPages: PlannedPages
     /// Hands a page leased to `owner` over to its loops, with its devices.
@@ -318,7 +346,8 @@ private struct PagePlanner {
     private(set) var pagesWritten = 0
 
     init(
-        job: JobRecord, plan: SendPlan, store: RelayStore, owner: String, handoff: PageHandoff,
+        job: JobRecord, plan: SendPlan, store: RelayStore, owner: String,
+        handoff: Handoff<(page: JobPage, devices: [DeviceTarget])>,
         plannedPages: PlannedPages, handOver: @escaping @Sendable (JobPage, [DeviceTarget]) -> Void,
         pageWritten: @escaping @Sendable () -> Void
     ) {
@@ -474,8 +503,8 @@ private struct PageSender {
     let pools: PoolRegistry
     let results: ResultBroadcaster
     let pacer: TenantPacer
-    /// The devices of a topic range page as its planner read them moments ago, when this process planned it;
-    /// `nil`: the range is read.
+    /// The page's devices as its planner read them moments ago, when this process planned it; `nil`: they are
+    /// read.
     let plannedDevices: [DeviceTarget]?
     /// Whether the page's lease was lost: no new send is started then.
     let lost: @Sendable () -> Bool
@@ -532,33 +561,32 @@ private struct PageSender {
         return (counts, lastRows)
     }
 
-    /// The page's devices as registered now, the rows already recorded for them (a page taken over) and the
-    /// policy's state for their users. A page of listed devices reads all three at once; a topic range page
-    /// learns its devices first.
+    /// The page's devices (as its planner handed them over, else as registered now), the rows already recorded
+    /// for them (a page taken over) and the policy's state for their users. A claimed page of listed devices
+    /// reads all three at once; a claimed topic range page learns its devices first.
     private func readRecipients(
         policy: RecipientPolicy, now: Date
     ) async throws -> (devices: [DeviceTarget], recorded: [String: DeliveryOutcome], state: PolicyState) {
         let (store, page, audience) = (store, page, plan.audience)
-        if let range = page.topicRange {
-            let devices: [DeviceTarget]
-            if let plannedDevices {
-                devices = plannedDevices
-            } else {
-                devices = try await store.activeDevices(
-                    tenant: page.tenantID, in: range, excludedUsers: Array(plan.excludedUsers))
-            }
+        let devices: [DeviceTarget]
+        if let plannedDevices {
+            devices = plannedDevices
+        } else if let range = page.topicRange {
+            devices = try await store.activeDevices(
+                tenant: page.tenantID, in: range, excludedUsers: Array(plan.excludedUsers))
+        } else {
+            async let targets = Self.registeredDevices(of: page, audience: audience, store: store)
             async let earlier =
                 page.claims > 1
-                ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: devices.map(\.token)) : [:]
-            let state = try await policy.load(users: Array(Set(devices.map(\.userID))), store: store, now: now)
-            return (devices, try await earlier, state)
+                ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
+            let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
+            return (try await targets, try await earlier, state)
         }
-        async let targets = Self.registeredDevices(of: page, audience: audience, store: store)
         async let earlier =
             page.claims > 1
-            ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
-        let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
-        return (try await targets, try await earlier, state)
+            ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: devices.map(\.token)) : [:]
+        let state = try await policy.load(users: Array(Set(devices.map(\.userID))), store: store, now: now)
+        return (devices, try await earlier, state)
     }
 
     /// The devices of a page of listed devices as registered now. A local-time topic page's tokens are some of
@@ -849,23 +877,24 @@ private final class AnswerInbox: Sendable {
     }
 }
 
-/// Topic pages a planner leases to the page loops of its own process as it writes them, with the devices it read:
-/// such a page costs no claim and no second read of its range. A planner hands a page over only when a loop
-/// waits for work that no other handed page is promised to, so a handed page is sent at once.
-final class PageHandoff: Sendable {
+/// Work leased to this process's own idle loops as it is written, instead of for any process to claim: jobs as
+/// they are accepted, for the planners; pages with the devices their planner read, for the page loops. Handed
+/// work costs no claim (and a page no second read of its devices). Work is handed over only when a loop waits
+/// for work that no other handed work is promised to, so handed work is taken at once.
+final class Handoff<Work: Sendable>: Sendable {
     private struct State {
         /// Loops waiting for work.
         var waitingLoops = 0
-        /// Pages promised to waiting loops, handed over or still being written.
+        /// Work promised to waiting loops, handed over or still being written.
         var promised = 0
-        /// Pages handed over and not taken yet.
-        var pages = CircularBuffer<(page: JobPage, devices: [DeviceTarget])>()
+        /// Work handed over and not taken yet.
+        var work = CircularBuffer<Work>()
     }
 
     private let state = Mutex(State())
 
-    /// Promises the page about to be written to a waiting loop; `false` when every waiting loop has one
-    /// promised already (the page is then written for any process to claim).
+    /// Promises the work about to be written to a waiting loop; `false` when every waiting loop has work
+    /// promised already (the work is then written for any process to claim).
     func promise() -> Bool {
         state.withLock { state in
             guard state.waitingLoops > state.promised else { return false }
@@ -874,33 +903,33 @@ final class PageHandoff: Sendable {
         }
     }
 
-    /// Withdraws a promise: the page was not written, or was written before.
+    /// Withdraws a promise: the work was not written, or was written before.
     func withdraw() {
         state.withLock { $0.promised -= 1 }
     }
 
-    /// Hands over a promised page, leased to this process, with its devices.
-    func hand(_ page: JobPage, devices: [DeviceTarget]) {
-        state.withLock { $0.pages.append((page, devices)) }
+    /// Hands over promised work, leased to this process.
+    func hand(_ work: Work) {
+        state.withLock { $0.work.append(work) }
     }
 
-    /// The page handed over first and not taken yet, if any.
-    func take() -> (page: JobPage, devices: [DeviceTarget])? {
+    /// The work handed over first and not taken yet, if any.
+    func take() -> Work? {
         state.withLock { state in
-            guard let next = state.pages.popFirst() else { return nil }
+            guard let next = state.work.popFirst() else { return nil }
             state.promised -= 1
             return next
         }
     }
 
-    /// The pages handed over and not taken, which are no longer promised.
-    func drain() -> [JobPage] {
+    /// The work handed over and not taken, which is no longer promised.
+    func drain() -> [Work] {
         state.withLock { state in
             defer {
-                state.promised -= state.pages.count
-                state.pages.removeAll()
+                state.promised -= state.work.count
+                state.work.removeAll()
             }
-            return state.pages.map(\.page)
+            return Array(state.work)
         }
     }
 

@@ -35,15 +35,24 @@ final class JobDispatcher: Sendable {
         if request.idempotencyKey.utf8.count > SendPlan.maximumIDBytes {
             throw .invalidArgument("send.idempotency_key", "the idempotency key is at most 200 bytes")
         }
+        // A job due now goes to a planner of this process that waits for work, if there is one: it is written
+        // leased to this process and planned without a claim.
+        let scheduledLater = plan.schedule.earliest.map { $0 > Date() } ?? false
+        let handing = !scheduledLater && worker.promisePlanner()
         let acceptance: JobAcceptance
         do {
             acceptance = try await store.createJob(
                 tenant: tenant.id, notificationType: request.notificationType,
-                idempotencyKey: request.idempotencyKey.nonEmpty, request: raw, sendAt: plan.schedule.earliest
+                idempotencyKey: request.idempotencyKey.nonEmpty, request: raw, sendAt: plan.schedule.earliest,
+                plannedBy: handing ? worker.owner : nil, planningLease: FanOutWorker.lease
             )
         } catch {
+            if handing { worker.withdrawPlanner() }
             throw ProtocolError(error)
         }
+        // The database's clock decides whether the job is scheduled for later: such a job is not leased.
+        let handed = handing && !acceptance.duplicate && acceptance.job.state == .accepted
+        if handing && !handed { worker.withdrawPlanner() }
         var answer = Pushrelay_V1_SendResult()
         answer.jobID = acceptance.job.id
         answer.duplicate = acceptance.duplicate
@@ -60,9 +69,12 @@ final class JobDispatcher: Sendable {
             return answer
         }
         worker.remember(plan, tenant: tenant, jobID: acceptance.job.id)
-        worker.wake()
+        if handed {
+            worker.handToPlanner(acceptance.job)
+        } else {
+            worker.wake()
+        }
         // A job scheduled for later is answered at once, waiting or not.
-        let scheduledLater = plan.schedule.earliest.map { $0 > Date() } ?? false
         guard request.wait, !scheduledLater else { return answer }
         let progress = try await waitForDueDevices(tenant: tenant.id, jobID: acceptance.job.id)
         answer.job = Pushrelay_V1_Job(progress.job)

@@ -104,7 +104,7 @@ extension RelayStore {
     public func claimJobForPlanning(owner: String, lease: Duration) async throws(RelayStoreError) -> JobRecord? {
         let seconds = Double(lease.components.seconds)
         do {
-            for try await columns in try await database.query(
+            for row in try await database.query(
                 """
                 UPDATE jobs j SET planning_owner = \(owner),
                     planning_until = now() + \(seconds)::float8 * interval '1 second', updated_at = now()
@@ -119,9 +119,9 @@ extension RelayStore {
                 )
                 RETURNING \(unescaped: Self.jobColumns)
                 """,
-                logger: logger
-            ).decode(JobColumns.self) {
-                return try Self.job(from: columns)
+                preparedAs: ClaimJobForPlanning.self, logger: logger
+            ) {
+                return try Self.job(from: row.decode(JobColumns.self))
             }
             return nil
         } catch let error as RelayStoreError {
@@ -289,6 +289,20 @@ extension RelayStore {
         }
     }
 
+    /// Ends `owner`'s planning lease on a job it has not planned, so that any planner claims it at once (a
+    /// process stopping with a job handed to it and not planned yet). Returns `false` when `owner` did not hold it.
+    @discardableResult
+    public func releasePlanning(jobID: String, owner: String) async throws(RelayStoreError) -> Bool {
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        return try await countRows(
+            """
+            UPDATE jobs SET planning_owner = NULL, planning_until = NULL, updated_at = now()
+            WHERE id = \(uuid) AND planning_owner = \(owner) AND planned_at IS NULL
+            RETURNING 1::int8
+            """
+        ) == 1
+    }
+
     /// Marks a job planned by `owner`: `running`, or `completed` at once when it has no page left to send.
     /// Returns `false` when `owner` no longer holds the planning lease (another planner took over).
     @discardableResult
@@ -301,7 +315,8 @@ extension RelayStore {
             WHERE id = \(uuid) AND planning_owner = \(owner) AND planned_at IS NULL
               AND state IN ('accepted', 'scheduled')
             RETURNING 1::int8
-            """
+            """,
+            preparedAs: FinishPlanning.self
         )
         try await completeJobIfDone(jobID: jobID)
         return updated == 1
@@ -573,13 +588,15 @@ extension RelayStore {
 
 /// The hot path's statements of this file, prepared (``PreparedStatementName``).
 private enum AddJobPage: PreparedStatementName {}
+private enum ClaimJobForPlanning: PreparedStatementName {}
+private enum FinishPlanning: PreparedStatementName {}
 private enum ClaimJobPage: PreparedStatementName {}
 private enum CompleteJobPage: PreparedStatementName {}
 private enum CompleteJob: PreparedStatementName {}
 
 extension Duration {
     /// The duration in seconds, fractions included, for an interval computed by PostgreSQL.
-    fileprivate var fractionalSeconds: Double {
+    var fractionalSeconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

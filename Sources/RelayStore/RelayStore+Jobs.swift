@@ -132,12 +132,18 @@ extension RelayStore {
     ///   - idempotencyKey: The backend's key; `nil` or empty for none.
     ///   - request: The serialized request, stored as it is.
     ///   - sendAt: When to send, for a scheduled job.
+    ///   - planner: A planner to lease the new job to at once for `planningLease`, as
+    ///     ``claimJobForPlanning(owner:lease:)`` would: it plans the job without claiming it. A job scheduled for
+    ///     later, or a duplicate, is not leased.
+    ///   - planningLease: How long `planner` holds the new job before another planner may take it.
     public func createJob(
         tenant: String,
         notificationType: String,
         idempotencyKey: String?,
         request: [UInt8],
-        sendAt: Date? = nil
+        sendAt: Date? = nil,
+        plannedBy planner: String? = nil,
+        planningLease: Duration = .seconds(30)
     ) async throws(RelayStoreError) -> JobAcceptance {
         guard !notificationType.isEmpty else { throw .invalidArgument("the notification type is empty") }
         let key = idempotencyKey.flatMap { $0.isEmpty ? nil : $0 }
@@ -149,20 +155,24 @@ extension RelayStore {
             let id = UUID()
             var inserted: JobRecord?
             do {
-                for try await columns in try await database.query(
+                for row in try await database.query(
                     """
-                    INSERT INTO jobs AS j (id, tenant_id, notification_type, state, idempotency_key, request, send_at)
-                    VALUES (
-                        \(id), \(tenant), \(notificationType),
-                        CASE WHEN \(sendAt)::timestamptz > now() THEN 'scheduled' ELSE 'accepted' END,
-                        \(key), \(requestData), \(sendAt)
+                    INSERT INTO jobs AS j (
+                        id, tenant_id, notification_type, state, idempotency_key, request, send_at, planning_owner,
+                        planning_until
                     )
+                    SELECT
+                        \(id), \(tenant), \(notificationType), CASE WHEN later THEN 'scheduled' ELSE 'accepted' END,
+                        \(key), \(requestData), \(sendAt), CASE WHEN NOT later THEN \(planner)::text END,
+                        CASE WHEN NOT later AND \(planner)::text IS NOT NULL
+                            THEN now() + \(planningLease.fractionalSeconds)::float8 * interval '1 second' END
+                    FROM (SELECT coalesce(\(sendAt)::timestamptz > now(), false) AS later) s
                     ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                     RETURNING \(unescaped: Self.jobColumns)
                     """,
-                    logger: logger
-                ).decode(JobColumns.self) {
-                    inserted = try Self.job(from: columns)
+                    preparedAs: CreateJob.self, logger: logger
+                ) {
+                    inserted = try Self.job(from: row.decode(JobColumns.self))
                 }
             } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
                 throw .unknownTenant(tenant)
@@ -345,3 +355,5 @@ extension RelayStore {
         }
     }
 }
+
+private enum CreateJob: PreparedStatementName {}

@@ -51,6 +51,35 @@ struct JobCompletionTests {
         }
     }
 
+    @Test("a job accepted leased to a planner is planned by it without a claim; one for later is not leased")
+    func acceptedLeasedToPlanner() async throws {
+        try await withTenantStore { store in
+            func accept(sendAt: Date? = nil) async throws -> JobRecord {
+                try await store.createJob(
+                    tenant: "circl", notificationType: "message", idempotencyKey: nil, request: [], sendAt: sendAt,
+                    plannedBy: "relay-a", planningLease: .seconds(30)
+                ).job
+            }
+            let planned = try await accept()
+            #expect(planned.state == .accepted)
+            // Leased to relay-a: nobody else claims it, and relay-a plans it with no claim of its own.
+            #expect(try await store.claimJobForPlanning(owner: "relay-b", lease: .seconds(30)) == nil)
+            #expect(try await store.finishPlanning(jobID: planned.id, owner: "relay-a"))
+            // Released (relay-a stopping before it planned it): any planner claims it at once.
+            let released = try await accept()
+            #expect(try await store.releasePlanning(jobID: released.id, owner: "relay-b") == false)
+            #expect(try await store.releasePlanning(jobID: released.id, owner: "relay-a"))
+            #expect(try await store.claimJobForPlanning(owner: "relay-b", lease: .seconds(30))?.id == released.id)
+            #expect(try await store.finishPlanning(jobID: released.id, owner: "relay-a") == false)
+            #expect(try await store.finishPlanning(jobID: released.id, owner: "relay-b"))
+            // A job for later is not leased: once due, any planner claims it.
+            let later = try await accept(sendAt: Date(timeIntervalSinceNow: 1))
+            #expect(later.state == .scheduled)
+            try await Task.sleep(for: .milliseconds(1_200))
+            #expect(try await store.claimJobForPlanning(owner: "relay-b", lease: .seconds(30))?.id == later.id)
+        }
+    }
+
     @Test(
         "a page's last rows are written by its completion; a page leased to another owner keeps its lease, its rows written"
     )

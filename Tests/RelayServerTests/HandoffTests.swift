@@ -4,8 +4,10 @@ import Testing
 @testable import RelayServer
 @testable import RelayStore
 
-@Suite("Pages a planner hands over to its process's waiting loops")
-struct PageHandoffTests {
+@Suite("Work handed over to a process's waiting loops: pages with their devices, as a planner writes them")
+struct HandoffTests {
+    private typealias PageHandoff = Handoff<(page: JobPage, devices: [DeviceTarget])>
+
     private let page = JobPage(
         jobID: "8c1f6a52-4a0e-4f43-9d4e-2b8f3f5e7a10", page: 1, tenantID: "circl", dueAt: Date(), tokens: [],
         users: [], topicRange: TopicRange(topic: "news", after: "", last: "ab"), claims: 1)
@@ -27,7 +29,7 @@ struct PageHandoffTests {
         // The one waiting loop has a page promised: the next page is not.
         #expect(!handoff.promise())
         let devices = [DeviceTarget(userID: "ann", token: "ab", environment: .production, timeZone: nil)]
-        handoff.hand(page, devices: devices)
+        handoff.hand((page, devices))
         signal.wakeOne()
         await waiter.value
         let taken = try #require(handoff.take())
@@ -40,8 +42,8 @@ struct PageHandoffTests {
         let handoff = PageHandoff()
         let signal = WakeSignal()
         let waiter = try await loopPromisedAPage(handoff, signal)
-        handoff.hand(page, devices: [])
-        #expect(handoff.drain() == [page])
+        handoff.hand((page, []))
+        #expect(handoff.drain().map(\.page) == [page])
         #expect(handoff.take() == nil && handoff.drain().isEmpty)
         // The loop still waits and has nothing promised: the next page may be promised to it.
         #expect(handoff.promise())
