@@ -391,6 +391,33 @@ private struct PagePlanner {
                 nextPage += 1
             }
         }
+        /// Reads the devices of `recipients` and writes them as the next page due at `dueAt`, in one statement; a
+        /// page due now goes at once to a loop of this process that waits for work, if there is one.
+        func writeListed(_ recipients: ListedRecipients, dueAt: Date) async throws -> [DeviceTarget] {
+            let handing = dueAt <= Date() && handoff.promise()
+            let written: ListedPageWrite
+            do {
+                written = try await store.addListedJobPage(
+                    jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, recipients: recipients,
+                    excludedUsers: Array(plan.excludedUsers), leasedTo: handing ? owner : nil, lease: FanOutWorker.lease
+                )
+            } catch {
+                if handing { handoff.withdraw() }
+                throw error
+            }
+            if let leased = written.leased {
+                handOver(leased, written.devices)
+            } else if handing {
+                handoff.withdraw()
+            }
+            if !written.devices.isEmpty {
+                pageWritten()
+                nextPage += 1
+            }
+            return written.devices
+        }
+        // One due time for every device: each page is read and written by one statement.
+        let dueAt = plan.schedule.dueAt(now: now)
         switch plan.audience {
         case .users(let users):
             let wanted = Array(Set(users).subtracting(plan.excludedUsers)).sorted()
@@ -399,6 +426,11 @@ private struct PagePlanner {
                 let end = min(start + FanOutWorker.pageSize(page: nextPage), wanted.count)
                 let slice = Array(wanted[start..<end])
                 start = end
+                if let dueAt {
+                    let found = Set(try await writeListed(.users(slice), dueAt: dueAt).map(\.userID))
+                    withoutDevice += slice.filter { !found.contains($0) }
+                    continue
+                }
                 let devices = try await store.activeDevices(tenant: job.tenantID, users: slice).map(DeviceTarget.init)
                 let found = Set(devices.map(\.userID))
                 withoutDevice += slice.filter { !found.contains($0) }
@@ -411,11 +443,15 @@ private struct PagePlanner {
                 let end = min(start + FanOutWorker.pageSize(page: nextPage), unique.count)
                 let slice = Array(unique[start..<end])
                 start = end
+                if let dueAt {
+                    _ = try await writeListed(.tokens(slice), dueAt: dueAt)
+                    continue
+                }
                 let devices = try await store.activeDevices(tenant: job.tenantID, tokens: slice).map(DeviceTarget.init)
                 try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
             }
         case .topic(let topic):
-            if let dueAt = plan.schedule.dueAt(now: now) {
+            if let dueAt {
                 // One due time for every device: the database writes each page from the topic itself. A page
                 // due now is leased at once to a loop of this process that waits for work, if there is one.
                 var after: String?

@@ -61,6 +61,23 @@ public struct TopicPageWrite: Sendable {
     public var pendingDevices: [DeviceTarget]?
 }
 
+/// The recipients a page of listed devices is written for: users (their active devices) or device tokens.
+public enum ListedRecipients: Sendable, Hashable {
+    /// The active devices of these users.
+    case users([String])
+    /// The active devices holding these tokens (hex, either case; strings that are not tokens match nothing).
+    case tokens([String])
+}
+
+/// What ``RelayStore/addListedJobPage(jobID:tenant:page:dueAt:recipients:excludedUsers:leasedTo:lease:)`` read
+/// and wrote.
+public struct ListedPageWrite: Sendable {
+    /// The page's devices as read, by token (no page was written when there are none).
+    public var devices: [DeviceTarget]
+    /// The page as leased to its owner, when this call wrote it leased (`nil` otherwise).
+    public var leased: JobPage?
+}
+
 /// The counts a finished page adds to its job.
 public struct JobPageCounts: Sendable, Hashable {
     /// Devices sent to.
@@ -176,6 +193,87 @@ extension RelayStore {
             return JobPage(
                 jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens,
                 users: users, topicRange: nil, claims: 1)
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// Reads the active devices of `recipients` in `tenant`, less those of `excludedUsers`, and writes them as page
+    /// `page` of a job being planned, all due at `dueAt`, in one statement: a page of listed devices (by token,
+    /// as ``addJobPage(jobID:tenant:page:dueAt:tokens:users:skipped:done:leasedTo:lease:)`` writes it). No page
+    /// is written when no device is found; a page written before (a planner that took over) is left as it is.
+    /// With `owner`, a page this call writes is leased to it at once for `lease` (its first claim).
+    public func addListedJobPage(
+        jobID: String,
+        tenant: String,
+        page: Int,
+        dueAt: Date,
+        recipients: ListedRecipients,
+        excludedUsers: [String],
+        leasedTo owner: String? = nil,
+        lease: Duration = .seconds(30)
+    ) async throws(RelayStoreError) -> ListedPageWrite {
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        switch recipients {
+        case .users(let users):
+            return try await addListedJobPage(
+                uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "user_id", values: users,
+                excludedUsers: excludedUsers, owner: owner, lease: lease, preparedAs: AddUsersJobPage.self)
+        case .tokens(let tokens):
+            let normalized = Set(tokens.map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() })
+            return try await addListedJobPage(
+                uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "token", values: Array(normalized),
+                excludedUsers: excludedUsers, owner: owner, lease: lease, preparedAs: AddTokensJobPage.self)
+        }
+    }
+
+    /// ``addListedJobPage(jobID:tenant:page:dueAt:recipients:excludedUsers:leasedTo:lease:)`` of the devices whose
+    /// `selection` column holds one of `values`, prepared as `name` (one name for each column).
+    private func addListedJobPage<Name: PreparedStatementName>(
+        _ uuid: UUID, tenant: String, page: Int, dueAt: Date, selection: String, values: [String],
+        excludedUsers: [String], owner: String?, lease: Duration, preparedAs name: Name.Type
+    ) async throws(RelayStoreError) -> ListedPageWrite {
+        guard !values.isEmpty else { return ListedPageWrite(devices: []) }
+        do {
+            let rows = try await database.query(
+                """
+                WITH page AS (
+                    SELECT coalesce(array_agg(user_id ORDER BY token, user_id), '{}') AS users,
+                           coalesce(array_agg(token ORDER BY token, user_id), '{}') AS tokens,
+                           coalesce(array_agg(environment ORDER BY token, user_id), '{}') AS environments,
+                           coalesce(array_agg(coalesce(time_zone, '') ORDER BY token, user_id), '{}') AS time_zones
+                    FROM devices
+                    WHERE tenant_id = \(tenant) AND active AND \(unescaped: selection) = ANY(\(values)::text[])
+                      AND user_id <> ALL(\(excludedUsers)::text[])
+                ), written AS (
+                    INSERT INTO job_pages (
+                        job_id, page, tenant_id, due_at, tokens, users, state, lease_owner, lease_until, claims
+                    )
+                    SELECT \(uuid), \(page), \(tenant), \(dueAt), p.tokens, p.users,
+                           CASE WHEN \(owner)::text IS NULL THEN 'pending' ELSE 'leased' END, \(owner)::text,
+                           CASE WHEN \(owner)::text IS NOT NULL
+                               THEN now() + \(lease.fractionalSeconds)::float8 * interval '1 second' END,
+                           CASE WHEN \(owner)::text IS NULL THEN 0 ELSE 1 END
+                    FROM page p WHERE cardinality(p.tokens) > 0
+                    ON CONFLICT (job_id, page) DO NOTHING
+                    RETURNING 1
+                )
+                SELECT p.users, p.tokens, p.environments, p.time_zones, EXISTS (SELECT 1 FROM written) FROM page p
+                """,
+                preparedAs: name, logger: logger
+            )
+            guard let row = rows.first else { return ListedPageWrite(devices: []) }
+            let (users, tokens, environments, timeZones, written) = try row.decode(
+                ([String], [String], [String], [String], Bool).self)
+            var write = ListedPageWrite(
+                devices: try Self.targets(
+                    users: users, tokens: tokens, environments: environments, timeZones: timeZones))
+            if written, owner != nil {
+                write.leased = JobPage(
+                    jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens,
+                    users: users, topicRange: nil, claims: 1)
+            }
+            return write
         } catch {
             throw relayStoreFailure(error)
         }
@@ -588,6 +686,8 @@ extension RelayStore {
 
 /// The hot path's statements of this file, prepared (``PreparedStatementName``).
 private enum AddJobPage: PreparedStatementName {}
+private enum AddUsersJobPage: PreparedStatementName {}
+private enum AddTokensJobPage: PreparedStatementName {}
 private enum ClaimJobForPlanning: PreparedStatementName {}
 private enum FinishPlanning: PreparedStatementName {}
 private enum ClaimJobPage: PreparedStatementName {}

@@ -56,6 +56,58 @@ struct FanOutTests {
         }
     }
 
+    @Test("a listed page is read and written in one statement: by users or tokens, excluded users left out")
+    func listedPageReadAndWritten() async throws {
+        try await withTenantStore { store in
+            for (user, seed) in [("ann", 3), ("ann", 1), ("bob", 2), ("cat", 4), ("dan", 5)] {
+                try await store.registerDevice(
+                    tenant: "circl", registration: DeviceRegistration(userID: user, token: deviceToken(seed)),
+                    at: instant(0))
+            }
+            try await store.deactivateDevice(tenant: "circl", token: deviceToken(5), appleTimestamp: instant(5))
+            try await store.registerDevice(
+                tenant: "anky", registration: DeviceRegistration(userID: "bob", token: deviceToken(9)), at: instant(0))
+            let job = try await store.createJob(
+                tenant: "circl", notificationType: "message", idempotencyKey: nil, request: []
+            ).job
+            func pages() async throws -> [String] {
+                try await column(
+                    """
+                    SELECT page || ' ' || state || ' ' || coalesce(lease_owner, '-') || ' ' || claims || ' '
+                           || array_to_string(users, ',') || ' ' || cardinality(tokens)
+                    FROM job_pages WHERE job_id = '\(job.id)' ORDER BY page
+                    """, in: store)
+            }
+            // By users, leased: ann's two devices and bob's, by token; cat excluded, dan's device inactive, eve has
+            // none, anky's bob is another tenant's.
+            let first = try await store.addListedJobPage(
+                jobID: job.id, tenant: "circl", page: 1, dueAt: instant(0),
+                recipients: .users(["ann", "bob", "cat", "dan", "eve"]), excludedUsers: ["cat"], leasedTo: "planner")
+            #expect(first.devices.map(\.userID) == ["ann", "bob", "ann"])
+            #expect(first.devices.map(\.token) == [deviceToken(1), deviceToken(2), deviceToken(3)])
+            let leased = try #require(first.leased)
+            #expect(leased.page == 1 && leased.claims == 1 && leased.topicRange == nil)
+            #expect(leased.tokens == first.devices.map(\.token) && leased.users == first.devices.map(\.userID))
+            #expect(try await pages() == ["1 leased planner 1 ann,bob,ann 3"])
+            // By tokens, in either case, not leased: page 2 pending.
+            let second = try await store.addListedJobPage(
+                jobID: job.id, tenant: "circl", page: 2, dueAt: instant(0),
+                recipients: .tokens([deviceToken(4).uppercased(), " \(deviceToken(2))", deviceToken(9), "no token"]),
+                excludedUsers: [])
+            #expect(second.devices.map(\.userID) == ["bob", "cat"] && second.leased == nil)
+            // No device: no page. Written before (a planner that took over): left as it was, not leased again.
+            let none = try await store.addListedJobPage(
+                jobID: job.id, tenant: "circl", page: 3, dueAt: instant(0), recipients: .users(["eve"]),
+                excludedUsers: [], leasedTo: "planner")
+            #expect(none.devices.isEmpty && none.leased == nil)
+            let again = try await store.addListedJobPage(
+                jobID: job.id, tenant: "circl", page: 1, dueAt: instant(0), recipients: .users(["cat"]),
+                excludedUsers: [], leasedTo: "other")
+            #expect(again.devices.map(\.userID) == ["cat"] && again.leased == nil)
+            #expect(try await pages() == ["1 leased planner 1 ann,bob,ann 3", "2 pending - 0 bob,cat 2"])
+        }
+    }
+
     @Test("a topic page is a token range: whole tokens, excluded users not counted, a takeover goes on from it")
     func topicPageWrittenAsRange() async throws {
         try await withTenantStore { store in
