@@ -43,17 +43,10 @@ public struct RelayStore: Sendable {
     /// connection fails its next query), and idle connections close after 10 s, which bounds what the timers
     /// hold. No connection is kept as a minimum: with one, postgres-nio 1.33.2 trips a precondition when the
     /// server restarts.
-    ///
-    /// The hot path's prepared statements (``PreparedStatementName``) are planned once per connection
-    /// (`plan_cache_mode = force_generic_plan`). By default PostgreSQL plans a prepared statement again at each
-    /// call while a plan for the call's values looks cheaper than the generic one; it always did for the policy
-    /// statement, whose parts are left out by flags, at 0.9 ms of planning against 0.05 ms of execution. The
-    /// generic plan leaves those parts out at execution as well.
     static func pooled(_ configuration: PostgresClient.Configuration) -> PostgresClient.Configuration {
         var configuration = configuration
         configuration.options.keepAliveBehavior = nil
         configuration.options.connectionIdleTimeout = min(configuration.options.connectionIdleTimeout, .seconds(10))
-        configuration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
         return configuration
     }
 
