@@ -13,11 +13,12 @@ import Synchronization
 /// - planners lease one due job at a time each, resolves its audience in pages of ``firstPageSize`` and then
 ///   ``laterPageSize`` devices
 ///   (never the whole audience in memory) and writes them as `job_pages`, each with its due time
-///   (per time zone for local-time sends);
+///   (per time zone for local-time sends); a job due now that this process accepts while one of its planners
+///   waits for work is written leased to this process and handed to that planner (``Handoff``): no claim;
 /// - page loops lease due pages (or pages whose lease ran out: their process died), apply the tenant's
-///   policy to each recipient, send through the pools, record every attempt, and complete the page; a topic
-///   page due now that a planner writes while a loop of its process waits for work is leased to that loop at
-///   once, with the devices the planner read (``PageHandoff``): no claim, no second read.
+///   policy to each recipient, send through the pools, record every attempt, and complete the page; a page due
+///   now that a planner writes while a loop of its process waits for work is leased to that loop at once, with
+///   the devices the planner read (``Handoff``): no claim, no second read.
 ///
 /// A device is sent a job once, except after a crash: results are handed to the process's ``DeliveryWriter``
 /// every ``recordBatch`` answers, a page's next batch only once its previous one is written, so a process that
