@@ -334,7 +334,7 @@ private struct PagePlanner {
     let job: JobRecord
     let plan: SendPlan
     let store: RelayStore
-    /// The planning process, to which a topic page due now is leased at once when one of its loops waits.
+    /// The planning process, to which a page due now is leased at once when one of its loops waits.
     let owner: String
     /// Says whether a loop waits for a page.
     let handoff: Handoff<(page: JobPage, devices: [DeviceTarget])>
