@@ -362,6 +362,31 @@ private struct PagePlanner {
         self.pageWritten = pageWritten
     }
 
+    /// Writes a page due at `dueAt` with `write`, which gets the owner to lease the page to: this process when the
+    /// page is due now and a loop of it waits for work that no other page is promised to, else `nil`. A page
+    /// written leased (`leased` says which, with its devices) is handed over to that loop at once; a promise not
+    /// kept is withdrawn.
+    private func writeHandingOver<Written>(
+        dueAt: Date,
+        _ write: (String?) async throws -> Written,
+        leased: (Written) -> (page: JobPage, devices: [DeviceTarget])?
+    ) async throws -> Written {
+        let handing = dueAt <= Date() && handoff.promise()
+        let written: Written
+        do {
+            written = try await write(handing ? owner : nil)
+        } catch {
+            if handing { handoff.withdraw() }
+            throw error
+        }
+        if let page = leased(written) {
+            handOver(page.page, page.devices)
+        } else if handing {
+            handoff.withdraw()
+        }
+        return written
+    }
+
     mutating func writePages() async throws {
         let now = Date()
         var nextPage = 1
@@ -371,45 +396,27 @@ private struct PagePlanner {
             let byDue = Dictionary(grouping: devices) { plan.schedule.dueAt(timeZone: $0.timeZone, now: now) }
             for (due, group) in byDue.sorted(by: { $0.key < $1.key }) {
                 let sorted = group.sorted { $0.token < $1.token }
-                // A page due now goes at once to a loop of this process that waits for work, if there is one.
-                let handing = due <= Date() && handoff.promise()
-                let leased: JobPage?
-                do {
-                    leased = try await store.addJobPage(
+                _ = try await writeHandingOver(dueAt: due) { owner in
+                    try await store.addJobPage(
                         jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: due, tokens: sorted.map(\.token),
-                        users: sorted.map(\.userID), leasedTo: handing ? owner : nil, lease: FanOutWorker.lease
+                        users: sorted.map(\.userID), leasedTo: owner, lease: FanOutWorker.lease
                     )
-                } catch {
-                    if handing { handoff.withdraw() }
-                    throw error
-                }
-                if let leased {
-                    handOver(leased, sorted)
-                } else if handing {
-                    handoff.withdraw()
+                } leased: {
+                    $0.map { ($0, sorted) }
                 }
                 pageWritten()
                 nextPage += 1
             }
         }
-        /// Reads the devices of `recipients` and writes them as the next page due at `dueAt`, in one statement; a
-        /// page due now goes at once to a loop of this process that waits for work, if there is one.
+        /// Reads the devices of `recipients` and writes them as the next page due at `dueAt`, in one statement.
         func writeListed(_ recipients: ListedRecipients, dueAt: Date) async throws -> [DeviceTarget] {
-            let handing = dueAt <= Date() && handoff.promise()
-            let written: ListedPageWrite
-            do {
-                written = try await store.addListedJobPage(
+            let written = try await writeHandingOver(dueAt: dueAt) { owner in
+                try await store.addListedJobPage(
                     jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, recipients: recipients,
-                    excludedUsers: Array(plan.excludedUsers), leasedTo: handing ? owner : nil, lease: FanOutWorker.lease
+                    excludedUsers: Array(plan.excludedUsers), leasedTo: owner, lease: FanOutWorker.lease
                 )
-            } catch {
-                if handing { handoff.withdraw() }
-                throw error
-            }
-            if let leased = written.leased {
-                handOver(leased, written.devices)
-            } else if handing {
-                handoff.withdraw()
+            } leased: { written in
+                written.leased.map { ($0, written.devices) }
             }
             if !written.devices.isEmpty {
                 pageWritten()
@@ -458,30 +465,19 @@ private struct PagePlanner {
                 var after: String?
                 var size = FanOutWorker.pageSize(page: nextPage)
                 while true {
-                    let dueNow = dueAt <= Date()
-                    let handing = dueNow && handoff.promise()
-                    // Else its devices are kept for a loop of this process that claims it soon, if there is room.
-                    let keeping = dueNow && !handing && plannedPages.hasRoom()
-                    let written: TopicPageWrite?
-                    do {
-                        written = try await store.addTopicJobPage(
+                    let written = try await writeHandingOver(dueAt: dueAt) { owner in
+                        // Not leased, its devices are kept for a loop of this process that claims it soon, if there
+                        // is room.
+                        try await store.addTopicJobPage(
                             jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, topic: topic,
-                            after: after, limit: size, excludedUsers: Array(plan.excludedUsers),
-                            leasedTo: handing ? owner : nil, lease: FanOutWorker.lease, withDevices: keeping
+                            after: after, limit: size, excludedUsers: Array(plan.excludedUsers), leasedTo: owner,
+                            lease: FanOutWorker.lease,
+                            withDevices: owner == nil && dueAt <= Date() && plannedPages.hasRoom()
                         )
-                    } catch {
-                        if handing { handoff.withdraw() }
-                        throw error
+                    } leased: {
+                        $0?.leased
                     }
-                    guard let written else {
-                        if handing { handoff.withdraw() }
-                        break
-                    }
-                    if let leased = written.leased {
-                        handOver(leased.page, leased.devices)
-                    } else if handing {
-                        handoff.withdraw()
-                    }
+                    guard let written else { break }
                     if let devices = written.pendingDevices {
                         plannedPages.keep(devices, jobID: job.id, page: nextPage)
                     }

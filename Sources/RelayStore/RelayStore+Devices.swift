@@ -404,11 +404,16 @@ extension RelayStore {
         }
     }
 
+    /// `tokens` as stored (trimmed, lower-case hex), each once.
+    static func normalizedTokens(_ tokens: [String]) -> [String] {
+        Array(Set(tokens.map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() }))
+    }
+
     /// The active devices of `tenant` holding one of `tokens` (hex, either case), in one query, by token.
     ///
     /// Strings that are not tokens match nothing.
     public func activeDevices(tenant: String, tokens: [String]) async throws(RelayStoreError) -> [DeviceRecord] {
-        let normalized = Array(Set(tokens.map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() }))
+        let normalized = Self.normalizedTokens(tokens)
         guard !normalized.isEmpty else { return [] }
         do {
             return try await Self.deviceRows(

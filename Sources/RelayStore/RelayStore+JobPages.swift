@@ -220,9 +220,9 @@ extension RelayStore {
                 uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "user_id", values: users,
                 excludedUsers: excludedUsers, owner: owner, lease: lease, preparedAs: AddUsersJobPage.self)
         case .tokens(let tokens):
-            let normalized = Set(tokens.map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() })
             return try await addListedJobPage(
-                uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "token", values: Array(normalized),
+                uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "token",
+                values: Self.normalizedTokens(tokens),
                 excludedUsers: excludedUsers, owner: owner, lease: lease, preparedAs: AddTokensJobPage.self)
         }
     }
