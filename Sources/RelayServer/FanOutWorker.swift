@@ -65,6 +65,8 @@ public final class FanOutWorker: Sendable {
     private let results: ResultBroadcaster
     private let tenants: TenantDirectory
     private let pacer = TenantPacer()
+    /// What this process's pages counted of users' rows of capped types.
+    private let capCounts = CapCountCache()
     /// Writes the delivery rows of the pages this process sends.
     private let writer: DeliveryWriter
     private let logger: Logger
@@ -310,7 +312,8 @@ public final class FanOutWorker: Sendable {
             }
             var sender = PageSender(
                 page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,
-                pacer: pacer, plannedDevices: plannedDevices, lost: { holding.lost.load(ordering: .relaxed) }
+                pacer: pacer, capCounts: capCounts, plannedDevices: plannedDevices,
+                lost: { holding.lost.load(ordering: .relaxed) }
             )
             let (counts, lastRows) = try await sender.run()
             guard !holding.lost.load(ordering: .relaxed) else {
@@ -536,6 +539,8 @@ private struct PageSender {
     let pools: PoolRegistry
     let results: ResultBroadcaster
     let pacer: TenantPacer
+    /// What this process counted of users' rows of capped types.
+    let capCounts: CapCountCache
     /// The page's devices as its planner read them moments ago, when this process planned it; `nil`: they are
     /// read.
     let plannedDevices: [DeviceTarget]?
@@ -612,13 +617,15 @@ private struct PageSender {
             async let earlier =
                 page.claims > 1
                 ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
-            let state = try await policy.load(users: Array(Set(page.users)), store: store, now: now)
+            let state = try await policy.load(
+                users: Array(Set(page.users)), store: store, counts: capCounts, now: now)
             return (try await targets, try await earlier, state)
         }
         async let earlier =
             page.claims > 1
             ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: devices.map(\.token)) : [:]
-        let state = try await policy.load(users: Array(Set(devices.map(\.userID))), store: store, now: now)
+        let state = try await policy.load(
+            users: Array(Set(devices.map(\.userID))), store: store, counts: capCounts, now: now)
         return (devices, try await earlier, state)
     }
 

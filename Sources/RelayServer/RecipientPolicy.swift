@@ -119,15 +119,25 @@ struct RecipientPolicy: Sendable {
     /// Loads everything ``decide(user:timeZone:state:now:)`` needs for `users` in one statement
     /// (``RelayStore/userPolicy(tenant:users:reading:now:)``), each lookup only when its rule can apply:
     /// preferences (unless the type is mandatory), mutes (when the notification has a thread id or a scope),
-    /// presence (when it has a thread id), counts (when the type has a per-user cap).
-    func load(users: [String], store: RelayStore, now: Date) async throws(RelayStoreError) -> PolicyState {
+    /// presence (when it has a thread id), counts (when the type has a per-user cap: of the users `counts` does
+    /// not know to be far enough below it, and `counts` learns them).
+    func load(
+        users: [String], store: RelayStore, counts: CapCountCache, now: Date
+    ) async throws(RelayStoreError) -> PolicyState {
+        let type = notification.type
         let reads = UserPolicyReads(
             preferences: notification.typeConfiguration.optOutAllowed,
             mutes: notification.threadID != nil || notification.scope != nil,
             presence: notification.threadID != nil,
-            cap: cap.map { (notification.type, $0) }
+            cap: cap.map { (type, $0) },
+            known: cap == nil ? nil : counts.known(tenant: tenant.id, notificationType: type, users: users)
         )
         let found = try await store.userPolicy(tenant: tenant.id, users: users, reading: reads, now: now)
+        if let epoch = found.epoch {
+            counts.remember(
+                tenant: tenant.id, notificationType: type, users: users, known: reads.known, counted: found.countedRows,
+                epoch: epoch)
+        }
         var state = PolicyState(
             preferences: found.preferences, presence: found.activeThreads, sentCounts: found.sentCounts)
         for mute in found.mutes {

@@ -428,5 +428,21 @@ extension Migration {
                 "DROP INDEX deliveries_token",
             ]
         ),
+        Migration(
+            version: 12,
+            name: "cap_count_bounds",
+            statements: [
+                // A user counted below a per-user cap is not counted again while its count then plus the jobs of
+                // the type that could have delivered since stays below the cap (`RelayStore.userPolicy`): the
+                // jobs whose insert the count's snapshot did not see, found by their inserting transaction, and
+                // the jobs that could still record rows then (not finished or not planned, or with a page open).
+                "ALTER TABLE jobs ADD COLUMN created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()",
+                "CREATE INDEX jobs_type_created_xid ON jobs (tenant_id, notification_type, created_xid)",
+                """
+                CREATE INDEX jobs_type_open ON jobs (tenant_id, notification_type)
+                WHERE finished_at IS NULL OR planned_at IS NULL
+                """,
+            ]
+        ),
     ]
 }

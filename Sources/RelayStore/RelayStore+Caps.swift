@@ -28,16 +28,54 @@ public struct UserPolicyReads: Sendable {
     public var presence: Bool
     /// The notification's type and its per-user cap, when it has one: the users at the cap are counted.
     public var cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)?
+    /// What earlier reads counted of some of the users' rows of the capped type, if anything.
+    public var known: KnownRowCounts?
 
     /// Creates a choice of lookups.
     public init(
         preferences: Bool, mutes: Bool, presence: Bool,
-        cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)? = nil
+        cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)? = nil,
+        known: KnownRowCounts? = nil
     ) {
         self.preferences = preferences
         self.mutes = mutes
         self.presence = presence
         self.cap = cap
+        self.known = known
+    }
+}
+
+/// When a policy read counted users' rows of a capped type: its snapshot, and the jobs of the type that could
+/// still record rows then.
+public struct RowCountEpoch: Sendable, Hashable {
+    /// The read's snapshot (`pg_snapshot` text): jobs whose insert it did not see were inserted after the count.
+    public var snapshot: String
+    /// The snapshot's `xmax`: a snapshot with a lower one is older.
+    public var order: UInt64
+    /// Jobs of the type not finished or not planned, or with a page pending or leased, when the read counted (at
+    /// most the lower cap): the only jobs seen then that could record rows after.
+    public var openJobs: Int
+
+    /// Creates an epoch.
+    public init(snapshot: String, order: UInt64, openJobs: Int) {
+        self.snapshot = snapshot
+        self.order = order
+        self.openJobs = openJobs
+    }
+}
+
+/// Users' delivered rows of a capped type as earlier reads counted them, for
+/// ``RelayStore/userPolicy(tenant:users:reading:now:)`` to count again only the users who may have reached the cap.
+public struct KnownRowCounts: Sendable, Hashable {
+    /// Rows per user when counted (each user's rows bound its notifications from above).
+    public var rows: [String: Int]
+    /// The oldest of those counts' epochs, with the most open jobs any of them saw.
+    public var epoch: RowCountEpoch
+
+    /// Creates counts.
+    public init(rows: [String: Int], epoch: RowCountEpoch) {
+        self.rows = rows
+        self.epoch = epoch
     }
 }
 
@@ -52,6 +90,11 @@ public struct UserPolicyRows: Sendable, Hashable {
     public var activeThreads: [String: [String: Date]] = [:]
     /// What each user at the type's cap received of it.
     public var sentCounts: [String: SentCount] = [:]
+    /// The rows of the capped type of each user this read counted and found any for. A user it counted and found
+    /// none for is absent, as is a user it did not count; it counts every user not in ``UserPolicyReads/known``.
+    public var countedRows: [String: Int] = [:]
+    /// When this read counted, if it counted.
+    public var epoch: RowCountEpoch?
 
     /// Rows with nothing found.
     public init() {}
@@ -62,9 +105,9 @@ extension RelayStore {
     /// one execution instead of up to four): their preferences, their mutes and their presence in force at `now`,
     /// and the counts of those at the type's per-user cap, each lookup only when `reads` asks for it.
     ///
-    /// The counts are those of ``SentCount``: a user is returned when its hour's count is at least
-    /// `maxPerHour` or its day's count at least `maxPerDay`, and only then, since only such a user is capped; the
-    /// others, most of a fan-out's, cost no row and no decoding. A notification counts once per user however
+    /// The counts are those of ``SentCount``: a user is in ``UserPolicyRows/sentCounts`` when its hour's count is
+    /// at least `maxPerHour` or its day's count at least `maxPerDay`, and only then, since only such a user is
+    /// capped. A notification counts once per user however
     /// many of the user's devices it was delivered to: the count is of distinct jobs with a row of outcome
     /// `delivered` and that type, sent after `now` − 1 h (the hour) or `now` − 24 h (the day), and before
     /// `now` + 1 h: rows dated a little after `now` count too (another relay's clock may run ahead).
@@ -75,6 +118,17 @@ extension RelayStore {
     /// grew with every row a fan-out wrote (138 ms a page at 200,000 rows; 3 ms this way). Each user's rows are
     /// counted first, which is cheap; the distinct jobs (two sorts a user) only for a user with at least as many
     /// rows as the lower cap.
+    ///
+    /// Even so, counting was a third of the database's time in a fan-out of a capped type. A user in
+    /// `reads.known` is not counted again while its rows then, plus the jobs of the type that could have
+    /// delivered since, stay below the lower cap: since a job counts once per user, the user's notifications
+    /// now are at most that sum. The jobs that could have delivered since are those the epoch's read saw open
+    /// (``RowCountEpoch/openJobs``) and those inserted by a transaction its snapshot did not see; a job seen
+    /// finished and planned, with no page open, recorded all its rows before that snapshot. A read of fewer than
+    /// ``boundedCountUsers`` users counts them all and has no epoch. The rows of each
+    /// user counted are in ``UserPolicyRows/countedRows`` (users with none are absent: most of a fan-out's, which
+    /// then cost no row and no decoding) and the read's epoch in ``UserPolicyRows/epoch``, for the caller to
+    /// remember.
     public func userPolicy(
         tenant: String,
         users: [String],
@@ -86,7 +140,7 @@ extension RelayStore {
         let lowerCap = [limit.maxPerHour, limit.maxPerDay].compactMap { $0 }.min()
         let countsCaps = reads.cap != nil && lowerCap != nil
         guard !users.isEmpty, reads.preferences || reads.mutes || reads.presence || countsCaps else { return found }
-        var bindings = PostgresBindings(capacity: 14)
+        var bindings = PostgresBindings(capacity: 15)
         bindings.append(tenant)  // $1
         bindings.append(users)  // $2
         bindings.append(now)  // $3
@@ -101,44 +155,28 @@ extension RelayStore {
         // keeps the rows of a relay whose clock runs ahead.
         bindings.append(now.addingTimeInterval(3_600))  // $11
         bindings.append(lowerCap ?? 0)  // $12
-        bindings.append(limit.maxPerHour)  // $13
-        bindings.append(limit.maxPerDay)  // $14
-        let query = PostgresQuery(
-            unsafeSQL: """
-                SELECT 'preference', user_id, notification_type, NULL::text, enabled, NULL::timestamptz, NULL::int8,
-                       NULL::int8
-                FROM preferences WHERE $4::bool AND tenant_id = $1 AND user_id = ANY($2::text[])
-                UNION ALL
-                SELECT 'mute', user_id, kind, value, NULL, until, NULL, NULL
-                FROM mutes
-                WHERE $5::bool AND tenant_id = $1 AND user_id = ANY($2::text[]) AND (until IS NULL OR until > $3)
-                UNION ALL
-                SELECT 'presence', user_id, thread_id, NULL, NULL, until, NULL, NULL
-                FROM presence WHERE $6::bool AND tenant_id = $1 AND user_id = ANY($2::text[]) AND until > $3
-                UNION ALL
-                SELECT 'sent', u.user_id, NULL, NULL, NULL, NULL, c.last_hour, c.last_day
-                FROM unnest($2::text[]) AS u(user_id)
-                CROSS JOIN LATERAL (
-                    SELECT count(*) AS rows
-                    FROM deliveries d
-                    WHERE d.tenant_id = $1 AND d.user_id = u.user_id AND d.sent_at > $10 AND d.sent_at < $11
-                      AND d.outcome = 'delivered' AND d.notification_type = $8
-                ) r
-                CROSS JOIN LATERAL (
-                    SELECT (count(DISTINCT job_id) FILTER (WHERE sent_at > $9))::int8 AS last_hour,
-                           count(DISTINCT job_id)::int8 AS last_day
-                    FROM deliveries d
-                    WHERE d.tenant_id = $1 AND d.user_id = u.user_id AND d.sent_at > $10 AND d.sent_at < $11
-                      AND d.outcome = 'delivered' AND d.notification_type = $8
-                ) c
-                WHERE $7::bool AND r.rows >= $12 AND (c.last_hour >= $13 OR c.last_day >= $14)
-                """,
-            binds: bindings
-        )
+        let rows: [PostgresRow]
         do {
-            for row in try await database.query(query, preparedAs: UsersPolicy.self, logger: logger) {
-                let (kind, user, first, second, enabled, until, lastHour, lastDay) = try row.decode(
-                    (String, String, String?, String?, Bool?, Date?, Int?, Int?).self)
+            if countsCaps && users.count >= Self.boundedCountUsers {
+                let known = reads.known
+                bindings.append(known.map { known in users.map { known.rows[$0] ?? -1 } } ?? [])  // $13: -1 unknown
+                bindings.append(known?.epoch.snapshot ?? "")  // $14
+                bindings.append(known?.epoch.openJobs ?? -1)  // $15: -1, nothing known
+                rows = try await database.query(
+                    PostgresQuery(unsafeSQL: Self.boundedPolicyStatement, binds: bindings),
+                    preparedAs: UsersPolicyBounded.self, logger: logger)
+            } else {
+                rows = try await database.query(
+                    PostgresQuery(unsafeSQL: Self.policyStatement, binds: bindings),
+                    preparedAs: UsersPolicy.self, logger: logger)
+            }
+        } catch {
+            throw relayStoreFailure(error)
+        }
+        do {
+            for row in rows {
+                let (kind, user, first, second, enabled, until, lastHour, lastDay, rows) = try row.decode(
+                    (String, String, String?, String?, Bool?, Date?, Int?, Int?, Int?).self)
                 switch kind {
                 case "preference":
                     found.preferences[user, default: [:]][first ?? ""] = enabled ?? true
@@ -146,8 +184,17 @@ extension RelayStore {
                     found.mutes.append(Self.mute(user: user, kind: first ?? "", value: second ?? "", until: until))
                 case "presence":
                     if let thread = first, let until { found.activeThreads[user, default: [:]][thread] = until }
+                case "epoch":
+                    found.epoch = RowCountEpoch(
+                        snapshot: user, order: UInt64(first ?? "") ?? 0, openJobs: lastHour ?? 0)
                 default:
-                    found.sentCounts[user] = SentCount(lastHour: lastHour ?? 0, lastDay: lastDay ?? 0)
+                    found.countedRows[user] = rows ?? 0
+                    let sent = SentCount(lastHour: lastHour ?? 0, lastDay: lastDay ?? 0)
+                    if limit.maxPerHour.map({ sent.lastHour >= $0 }) == true
+                        || limit.maxPerDay.map({ sent.lastDay >= $0 }) == true
+                    {
+                        found.sentCounts[user] = sent
+                    }
                 }
             }
             return found
@@ -157,5 +204,94 @@ extension RelayStore {
     }
 }
 
-/// The policy's lookups for a page of users, prepared (``PreparedStatementName``).
+extension RelayStore {
+    /// Reads of fewer users count them all (``policyStatement``): the bounds' planning, about 0.3 ms a call, costs
+    /// more than counting a few users.
+    public static let boundedCountUsers = 100
+
+    /// The preferences, mutes and presence of users `$2` of tenant `$1` in force at `$3`, each part only when `$4`,
+    /// `$5` or `$6` asks for it, as rows of the policy statements' nine columns.
+    private static let policyLookups = """
+        SELECT 'preference', user_id, notification_type, NULL::text, enabled, NULL::timestamptz, NULL::int8,
+               NULL::int8, NULL::int8
+        FROM preferences WHERE $4::bool AND tenant_id = $1 AND user_id = ANY($2::text[])
+        UNION ALL
+        SELECT 'mute', user_id, kind, value, NULL, until, NULL, NULL, NULL
+        FROM mutes
+        WHERE $5::bool AND tenant_id = $1 AND user_id = ANY($2::text[]) AND (until IS NULL OR until > $3)
+        UNION ALL
+        SELECT 'presence', user_id, thread_id, NULL, NULL, until, NULL, NULL, NULL
+        FROM presence WHERE $6::bool AND tenant_id = $1 AND user_id = ANY($2::text[]) AND until > $3
+        """
+
+    /// User `u.user_id`'s delivered rows of type `$8` sent after `$10` and before `$11` (`r.rows`), and, when they
+    /// reach the lower cap `$12`, its distinct jobs in the hour after `$9` and in the day (`c`).
+    private static let capCounts = """
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS rows
+            FROM deliveries d
+            WHERE d.tenant_id = $1 AND d.user_id = u.user_id AND d.sent_at > $10 AND d.sent_at < $11
+              AND d.outcome = 'delivered' AND d.notification_type = $8
+        ) r
+        CROSS JOIN LATERAL (
+            SELECT (count(DISTINCT job_id) FILTER (WHERE sent_at > $9))::int8 AS last_hour,
+                   count(DISTINCT job_id)::int8 AS last_day
+            FROM deliveries d
+            WHERE r.rows >= $12
+              AND d.tenant_id = $1 AND d.user_id = u.user_id AND d.sent_at > $10 AND d.sent_at < $11
+              AND d.outcome = 'delivered' AND d.notification_type = $8
+        ) c
+        """
+
+    /// The policy's lookups, with the counts of the users whose rows reach the lower cap when `$7`.
+    private static let policyStatement = """
+        \(policyLookups)
+        UNION ALL
+        SELECT 'sent', u.user_id, NULL, NULL, NULL, NULL, c.last_hour, c.last_day, r.rows
+        FROM unnest($2::text[]) AS u(user_id)
+        \(capCounts)
+        WHERE $7::bool AND r.rows >= $12
+        """
+
+    /// The policy's lookups, with the counts of the users not known (`$13`: their rows when counted, -1 unknown) to
+    /// be below the lower cap still, given the jobs the earlier counts saw open (`$15`) and those inserted since
+    /// (their snapshot `$14`), and this read's epoch. Only users with rows are returned.
+    private static let boundedPolicyStatement = """
+        WITH since AS (
+            SELECT count(*)::int8 AS jobs FROM (
+                SELECT 1 FROM jobs
+                WHERE $15::int8 >= 0 AND tenant_id = $1 AND notification_type = $8
+                  AND created_xid >= pg_snapshot_xmin(NULLIF($14::text, '')::pg_snapshot)
+                  AND NOT pg_visible_in_snapshot(created_xid, NULLIF($14::text, '')::pg_snapshot)
+                LIMIT $12
+            ) s
+        ), open AS (
+            SELECT count(*)::int8 AS jobs FROM (
+                SELECT id FROM jobs
+                WHERE tenant_id = $1 AND notification_type = $8 AND (finished_at IS NULL OR planned_at IS NULL)
+                UNION
+                SELECT j.id FROM job_pages p JOIN jobs j ON j.id = p.job_id
+                WHERE p.state IN ('pending', 'leased') AND j.tenant_id = $1 AND j.notification_type = $8
+                LIMIT $12
+            ) o
+        )
+        \(policyLookups)
+        UNION ALL
+        SELECT 'epoch', pg_current_snapshot()::text, pg_snapshot_xmax(pg_current_snapshot())::text, NULL, NULL, NULL,
+               open.jobs, NULL, NULL
+        FROM open
+        UNION ALL
+        SELECT 'sent', u.user_id, NULL, NULL, NULL, NULL, c.last_hour, c.last_day, r.rows
+        FROM unnest($2::text[], $13::int8[]) AS u(user_id, known)
+        CROSS JOIN since
+        \(capCounts)
+        WHERE $7::bool AND u.user_id IS NOT NULL
+          AND (coalesce(u.known, -1) < 0 OR u.known + $15 + since.jobs >= $12) AND r.rows > 0
+        """
+}
+
+/// The policy's lookups for a few users, prepared (``PreparedStatementName``).
 private enum UsersPolicy: PreparedStatementName {}
+
+/// The policy's lookups with bounded counts, for a page of users, prepared (``PreparedStatementName``).
+private enum UsersPolicyBounded: PreparedStatementName {}

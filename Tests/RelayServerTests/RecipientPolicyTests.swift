@@ -378,16 +378,29 @@ extension RelayServerSuites {
                     type: "announcement", typeConfiguration: try #require(circl.notificationTypes["announcement"]),
                     threadID: "circle-1-channel-2", scope: "circle-1"))
             let users = ["u1", "u2", "u3", "u4", "u5"]
-            let state = try await policy.load(users: users, store: store, now: now)
+            let counts = CapCountCache()
+            let state = try await policy.load(users: users, store: store, counts: counts, now: now)
             #expect(state.sentCounts["u4"] == SentCount(lastHour: 5, lastDay: 20))
             let decisions = users.map { policy.decide(user: $0, timeZone: nil, state: state, now: now) }
             #expect(decisions == [.skip(.optedOut), .skip(.muted), .skip(.active), .skip(.capped), .send])
+            // A page's counts are remembered (a read of a few users' are not); the next page of the same users
+            // counts only u4, at its cap, again.
+            #expect(counts.known(tenant: "circl", notificationType: "announcement", users: users) == nil)
+            let page = users + (1...RelayStore.boundedCountUsers).map { "other\($0)" }
+            let first = try await policy.load(users: page, store: store, counts: counts, now: now)
+            #expect(first.sentCounts == state.sentCounts)
+            let known = try #require(counts.known(tenant: "circl", notificationType: "announcement", users: users))
+            #expect(known.rows == ["u1": 0, "u2": 0, "u3": 0, "u4": 20, "u5": 0] && known.epoch.openJobs == 0)
+            let again = try await policy.load(users: page, store: store, counts: counts, now: now)
+            #expect(again.sentCounts == state.sentCounts)
+            #expect(users.map { policy.decide(user: $0, timeZone: nil, state: again, now: now) } == decisions)
             // circl's quiet hours (23:00–07:00, announcement deferred) in Zurich at 23:30 local.
             let night = utc("2026-03-10T22:30:00Z")
             #expect(
                 policy.decide(user: "u5", timeZone: "Europe/Zurich", state: state, now: night)
                     == .deferUntil(utc("2026-03-11T06:00:00Z")))
-            #expect(try await policy.load(users: [], store: store, now: now).preferences.isEmpty)
+            #expect(
+                try await policy.load(users: [], store: store, counts: CapCountCache(), now: now).preferences.isEmpty)
         }
     }
 }

@@ -80,4 +80,84 @@ struct SentCountTests {
             #expect(try await counts(["u1", "u2"]) == [:])
         }
     }
+
+    @Test("a user counted below the cap is counted again only once the jobs of the type since could reach the cap")
+    func knownCounts() async throws {
+        try await withTenantStore { store in
+            func newJob(_ type: String = "announcement") async throws -> JobRecord {
+                try await store.createJob(tenant: "circl", notificationType: type, idempotencyKey: nil, request: []).job
+            }
+            // A page of at least `boundedCountUsers` users: the others have no rows.
+            let others = (1...RelayStore.boundedCountUsers).map { "other\($0)" }
+            func read(_ users: [String], known: KnownRowCounts?) async throws -> UserPolicyRows {
+                try await store.userPolicy(
+                    tenant: "circl", users: users + others,
+                    reading: .init(
+                        preferences: false, mutes: false, presence: false,
+                        cap: ("announcement", .init(maxPerHour: 4)), known: known),
+                    now: instant(0))
+            }
+            // One job of the type is open (accepted, not planned) when u1 and u2 are counted.
+            let open = try await newJob()
+            try await store.recordDeliveries([row("u1", job: "a", type: "announcement", secondsAgo: 60)])
+            // A read of fewer users counts them all and has no epoch.
+            let few = try await store.userPolicy(
+                tenant: "circl", users: ["u1", "u2"],
+                reading: .init(
+                    preferences: false, mutes: false, presence: false, cap: ("announcement", .init(maxPerHour: 1))),
+                now: instant(0))
+            #expect(few.epoch == nil && few.sentCounts == ["u1": SentCount(lastHour: 1, lastDay: 1)])
+            let first = try await read(["u1", "u2"], known: nil)
+            #expect(first.countedRows == ["u1": 1] && first.sentCounts.isEmpty)
+            let epoch = try #require(first.epoch)
+            #expect(epoch.openJobs == 1)
+            // u2 was counted with none. (Its row of job b, written after the count by no job the bound knows of,
+            // shows which users a read counts again: it could not happen.)
+            let known = KnownRowCounts(rows: ["u1": 1, "u2": 0], epoch: epoch)
+            try await store.recordDeliveries([
+                row("u2", job: "b", type: "announcement", secondsAgo: 60),
+                row("u3", job: "a", type: "announcement", secondsAgo: 60),
+            ])
+
+            // Nothing inserted since: u1's 1 + 1 open job < 4 and u2's 0 + 1, not counted again; u3, never counted,
+            // is.
+            #expect(try await read(["u1", "u2", "u3"], known: known).countedRows == ["u3": 1])
+            // Two jobs of the type since (and one of another type, which does not count): u1's 1 + 1 + 2 reaches 4
+            // and is counted again, u2's 0 + 1 + 2 is not.
+            let later = [try await newJob(), try await newJob()]
+            _ = try await newJob("message")
+            try await store.recordDeliveries(
+                [open, later[0], later[1]].map { row("u1", job: $0.id, type: "announcement", secondsAgo: 30) })
+            let third = try await read(["u1", "u2"], known: known)
+            #expect(third.countedRows == ["u1": 4])
+            #expect(third.sentCounts == ["u1": SentCount(lastHour: 4, lastDay: 4)])
+        }
+    }
+
+    @Test("a job cancelled while a page of it is being sent is open: it may still record rows")
+    func cancelledJobWithPageLeasedIsOpen() async throws {
+        try await withTenantStore { store in
+            func openJobs() async throws -> Int? {
+                try await store.userPolicy(
+                    tenant: "circl", users: (0...RelayStore.boundedCountUsers).map { "u\($0)" },
+                    reading: .init(
+                        preferences: false, mutes: false, presence: false,
+                        cap: ("announcement", .init(maxPerDay: 10))),
+                    now: instant(0)
+                ).epoch?.openJobs
+            }
+            let job = try await store.createJob(
+                tenant: "circl", notificationType: "announcement", idempotencyKey: nil, request: []
+            ).job
+            #expect(try await openJobs() == 1)
+            #expect(try await store.claimJobForPlanning(owner: "planner", lease: .seconds(30))?.id == job.id)
+            try await store.addJobPage(
+                jobID: job.id, tenant: "circl", page: 1, dueAt: Date(timeIntervalSinceNow: -1), tokens: ["aa"],
+                users: ["u1"])
+            try await store.finishPlanning(jobID: job.id, owner: "planner")
+            #expect(try await store.claimJobPage(owner: "sender", lease: .seconds(30)) != nil)
+            #expect(try await store.cancelJob(tenant: "circl", id: job.id)?.state == .cancelled)
+            #expect(try await openJobs() == 1)
+        }
+    }
 }
