@@ -50,16 +50,18 @@ public struct UserPolicyReads: Sendable {
 public struct RowCountEpoch: Sendable, Hashable {
     /// The read's snapshot (`pg_snapshot` text): jobs whose insert it did not see were inserted after the count.
     public var snapshot: String
-    /// The snapshot's `xmax`: a snapshot with a lower one is older.
-    public var order: UInt64
+    /// The snapshot's `xmax` (`xmin:xmax:xip…`): a snapshot with a lower one is older.
+    public let order: UInt64
     /// Jobs of the type not finished or not planned, or with a page pending or leased, when the read counted (at
     /// most the lower cap): the only jobs seen then that could record rows after.
     public var openJobs: Int
 
     /// Creates an epoch.
-    public init(snapshot: String, order: UInt64, openJobs: Int) {
+    public init(snapshot: String, openJobs: Int) {
         self.snapshot = snapshot
-        self.order = order
+        self.order =
+            snapshot.split(separator: ":", omittingEmptySubsequences: false).dropFirst().first
+            .flatMap { UInt64($0) } ?? 0
         self.openJobs = openJobs
     }
 }
@@ -185,8 +187,7 @@ extension RelayStore {
                 case "presence":
                     if let thread = first, let until { found.activeThreads[user, default: [:]][thread] = until }
                 case "epoch":
-                    found.epoch = RowCountEpoch(
-                        snapshot: user, order: UInt64(first ?? "") ?? 0, openJobs: lastHour ?? 0)
+                    found.epoch = RowCountEpoch(snapshot: user, openJobs: lastHour ?? 0)
                 default:
                     found.countedRows[user] = rows ?? 0
                     let sent = SentCount(lastHour: lastHour ?? 0, lastDay: lastDay ?? 0)
@@ -277,8 +278,7 @@ extension RelayStore {
         )
         \(policyLookups)
         UNION ALL
-        SELECT 'epoch', pg_current_snapshot()::text, pg_snapshot_xmax(pg_current_snapshot())::text, NULL, NULL, NULL,
-               open.jobs, NULL, NULL
+        SELECT 'epoch', pg_current_snapshot()::text, NULL, NULL, NULL, NULL, open.jobs, NULL, NULL
         FROM open
         UNION ALL
         SELECT 'sent', u.user_id, NULL, NULL, NULL, NULL, c.last_hour, c.last_day, r.rows
