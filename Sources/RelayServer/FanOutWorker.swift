@@ -489,7 +489,9 @@ private struct PagePlanner {
                         nextPage += 1
                     }
                     after = written.lastToken
-                    if written.devicesRead < size { break }
+                    // A page that stood ends where its first planner read; whether the topic goes on after it is
+                    // for the next page's read to say.
+                    if !written.stood, written.devicesRead < size { break }
                     size = FanOutWorker.pageSize(page: nextPage)
                 }
                 break

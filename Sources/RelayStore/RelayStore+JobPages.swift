@@ -49,8 +49,11 @@ public struct TopicRange: Sendable, Hashable {
 public struct TopicPageWrite: Sendable {
     /// The page's last token: the next page's `after`.
     public var lastToken: String
-    /// The devices read; fewer than the limit when the topic is done.
+    /// The devices read; fewer than the limit when the topic is done (unless the page stood: see `stood`).
     public var devicesRead: Int
+    /// Whether the page was written before (by a planner that this one took over from) and stands: `lastToken`
+    /// is its stored last token, and the devices read from `after` say nothing of where the topic ends.
+    public var stood: Bool
     /// The devices counted in the page (those of excluded users left out); no page was written when 0.
     public var pageDevices: Int
     /// The page as leased to its owner, with its devices as read, when the page is new and was leased at once
@@ -294,9 +297,10 @@ extension RelayStore {
     ///
     /// Without `owner`, a new page comes with its devices (in the same order) when `withDevices` asks for them.
     ///
-    /// - Returns: `nil` when no device comes after `after`; else the page's last token (the next page's
-    ///   `after`), the devices read (fewer than `limit`: the topic is done), the devices counted in the page
-    ///   and, when the page is new and leased to `owner` or `withDevices` asks, its devices.
+    /// - Returns: `nil` when no device comes after `after` and the job has no page `page`; else the page's last
+    ///   token (the next page's `after`; the stored one when the page stood), the devices read (fewer than
+    ///   `limit`: the topic is done, unless the page stood), the devices counted in the page and, when the page is
+    ///   new and leased to `owner` or `withDevices` asks, its devices.
     public func addTopicJobPage(
         jobID: String,
         tenant: String,
@@ -315,7 +319,7 @@ extension RelayStore {
         let after = after?.lowercased() ?? ""
         let seconds = lease.fractionalSeconds
         do {
-            for try await (lastToken, devicesRead, pageDevices, isNew, users, tokens, environments, timeZones)
+            for try await (lastToken, devicesRead, pageDevices, stood, isNew, users, tokens, environments, timeZones)
                 in try await database.query(
                     """
                     WITH first AS (
@@ -348,11 +352,11 @@ extension RelayStore {
                         ON CONFLICT (job_id, page) DO NOTHING
                         RETURNING 1
                     )
-                    SELECT coalesce(
-                               (SELECT range_last FROM job_pages WHERE job_id = \(uuid) AND page = \(page)),
-                               (SELECT last FROM bounds)
-                           ), c.read, c.kept, EXISTS (SELECT 1 FROM written), d.*
-                    FROM counts c, LATERAL (
+                    SELECT coalesce(s.last, (SELECT last FROM bounds)), c.read, c.kept, s.last IS NOT NULL,
+                           EXISTS (SELECT 1 FROM written), d.*
+                    FROM counts c,
+                         (SELECT (SELECT range_last FROM job_pages WHERE job_id = \(uuid) AND page = \(page)) AS last) s,
+                         LATERAL (
                         SELECT coalesce(array_agg(user_id), '{}'), coalesce(array_agg(token), '{}'),
                                coalesce(array_agg(environment), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
                         FROM (
@@ -363,10 +367,11 @@ extension RelayStore {
                     ) d
                     """,
                     logger: logger
-                ).decode((String?, Int, Int, Bool, [String], [String], [String], [String]).self)
+                ).decode((String?, Int, Int, Bool, Bool, [String], [String], [String], [String]).self)
             {
                 guard let lastToken else { return nil }
-                var write = TopicPageWrite(lastToken: lastToken, devicesRead: devicesRead, pageDevices: pageDevices)
+                var write = TopicPageWrite(
+                    lastToken: lastToken, devicesRead: devicesRead, stood: stood, pageDevices: pageDevices)
                 if isNew, owner != nil || withDevices {
                     let devices = try Self.targets(
                         users: users, tokens: tokens, environments: environments, timeZones: timeZones)

@@ -211,6 +211,44 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func aPlannerTakingOverGoesOnAfterThePagesWrittenBefore() async throws {
+            try await RelayHarness.with(fanOut: false) { relay in
+                let client = relay.client("familyportal")
+                let tokens = ["a1", "b2", "c3", "d4"].map { String(repeating: $0, count: 32) }
+                for (user, token) in zip(["ann", "bob", "cat", "dan"], tokens) {
+                    _ = try await client.registerDevice(registration(user: user, token: token, topics: ["chat"]))
+                }
+                var send = Pushrelay_V1_Send()
+                send.notificationType = "chat_message"
+                send.topic = "chat"
+                send.alert.body = "Dinner?"
+                let jobID = try await client.send(send).jobID
+                // A planner writes a first page of two devices and dies; its planning lease runs out at once.
+                let store = relay.store
+                let job = try #require(try await store.claimJobForPlanning(owner: "dead", lease: .zero))
+                #expect(job.id == jobID)
+                let written = try #require(
+                    try await store.addTopicJobPage(
+                        jobID: jobID, tenant: "familyportal", page: 1, dueAt: Date(), topic: "chat", after: nil,
+                        limit: 2, excludedUsers: []))
+                #expect(written.lastToken == tokens[1] && written.pageDevices == 2 && !written.stood)
+                // The planner that takes over reads fewer devices than its first page holds; page 1 stands, and the
+                // devices after its range still get a page.
+                let fanOut = Task { await relay.service.runFanOut() }
+                var status = try await client.jobStatus(jobID: jobID)
+                for _ in 0..<200 where status.state != .completed {
+                    try await Task.sleep(for: .milliseconds(50))
+                    status = try await client.jobStatus(jobID: jobID)
+                }
+                fanOut.cancel()
+                await fanOut.value
+                #expect(status.state == .completed)
+                #expect(status.devices == 4 && status.delivered == 4)
+                #expect(relay.simulator.receivedRequests().compactMap(\.deviceToken).sorted() == tokens)
+                await client.close()
+            }
+        }
+
         @Test func preferencesMutesAndPresenceAreStoredPerUser() async throws {
             try await RelayHarness.with { relay in
                 let client = relay.client("circl")

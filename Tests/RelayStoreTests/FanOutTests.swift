@@ -135,7 +135,7 @@ struct FanOutTests {
             }
             // Tokens 1-5, the fifth held by two users: six devices read, user2's not counted.
             let first = try #require(try await write(page: 1, after: nil, excluding: ["user2"], leasedTo: "planner"))
-            #expect(first.lastToken == deviceToken(5) && first.devicesRead == 6 && first.pageDevices == 5)
+            #expect(first.lastToken == deviceToken(5) && first.devicesRead == 6 && first.pageDevices == 5 && !first.stood)
             // Leased at once, the new page comes as claimed, with its devices as the sender would read its range.
             let firstRange = TopicRange(topic: "chat", after: "", last: first.lastToken)
             let leased = try #require(first.leased)
@@ -164,7 +164,8 @@ struct FanOutTests {
                     == (try await store.activeDevices(tenant: "familyportal", in: thirdRange, excludedUsers: [])))
             #expect(third.pendingDevices?.map(\.userID) == ["user11", "user12"])
             // Written before, it comes without devices; not asked, neither.
-            #expect(try await write(page: 2, after: second.lastToken, withDevices: true)?.pendingDevices == nil)
+            let stood = try await write(page: 2, after: second.lastToken, withDevices: true)
+            #expect(stood?.pendingDevices == nil && stood?.stood == true && stood?.lastToken == deviceToken(12))
             #expect(second.pendingDevices == nil)
             #expect(try await write(page: 3, after: third.lastToken) == nil)
 
@@ -183,7 +184,7 @@ struct FanOutTests {
                 registration: DeviceRegistration(userID: "user0", token: deviceToken(0), topics: ["chat"]),
                 at: instant(0))
             let again = try #require(try await write(page: 1, after: nil, leasedTo: "planner"))
-            #expect(again.lastToken == deviceToken(5) && again.devicesRead == 5)
+            #expect(again.lastToken == deviceToken(5) && again.devicesRead == 5 && again.stood)
             // It is not leased again, and its devices are not handed out: they are not the stored page's.
             #expect(again.leased == nil)
             #expect(
