@@ -190,14 +190,14 @@ public final class FanOutWorker: Sendable {
     private func planLoop() async {
         while !Task.isCancelled {
             if let job = jobHandoff.take() {
-                await plan(job)
+                await plan(job, claimed: false)
                 continue
             }
             do {
                 if let job = try await store.claimJobForPlanning(owner: owner, lease: Self.lease) {
                     // More jobs may be waiting: another planner looks.
                     planners.wakeOne()
-                    await plan(job)
+                    await plan(job, claimed: true)
                     continue
                 }
             } catch {
@@ -207,14 +207,17 @@ public final class FanOutWorker: Sendable {
         }
     }
 
-    private func plan(_ job: JobRecord) async {
+    /// Plans `job`: handed over as it was accepted, or `claimed`, when another planner may have begun it.
+    private func plan(_ job: JobRecord, claimed: Bool) async {
         var log = logger
         log[metadataKey: "tenant"] = "\(job.tenantID)"
         log[metadataKey: "job"] = "\(job.id)"
         do {
             let (plan, _) = try await sendPlan(for: job)
+            let written = claimed ? try await store.listedPagesWritten(jobID: job.id) : nil
             var planner = PagePlanner(
-                job: job, plan: plan, store: store, owner: owner, handoff: handoff, plannedPages: plannedPages,
+                job: job, plan: plan, store: store, written: written, owner: owner, handoff: handoff,
+                plannedPages: plannedPages,
                 handOver: { [self] page, devices in
                     // Held from now on, so that the ticker renews its lease until a loop has sent it.
                     held.withLock { $0["\(page.jobID)/\(page.page)"] = HeldPage(page) }
@@ -226,7 +229,7 @@ public final class FanOutWorker: Sendable {
             log.debug("job planned", metadata: ["pages": "\(planner.pagesWritten)"])
         } catch RelayStoreError.databaseUnavailable(let reason) {
             // Not the job's fault: its planning lease runs out and a planner takes it again (pages already
-            // written are written again as they were).
+            // written stand, and it goes on after them).
             log.warning("job planning interrupted by the database; retried", metadata: ["error": "\(reason)"])
         } catch {
             log.error("job cannot be planned", metadata: ["error": "\(error)"])
@@ -337,6 +340,9 @@ private struct PagePlanner {
     let job: JobRecord
     let plan: SendPlan
     let store: RelayStore
+    /// The pages of listed devices an earlier planner of the job wrote: this one writes the devices they do not
+    /// hold, as pages after them.
+    let written: ListedPagesWritten?
     /// The planning process, to which a page due now is leased at once when one of its loops waits.
     let owner: String
     /// Says whether a loop waits for a page.
@@ -350,7 +356,7 @@ private struct PagePlanner {
     private(set) var pagesWritten = 0
 
     init(
-        job: JobRecord, plan: SendPlan, store: RelayStore, owner: String,
+        job: JobRecord, plan: SendPlan, store: RelayStore, written: ListedPagesWritten?, owner: String,
         handoff: Handoff<(page: JobPage, devices: [DeviceTarget])>,
         plannedPages: PlannedPages, handOver: @escaping @Sendable (JobPage, [DeviceTarget]) -> Void,
         pageWritten: @escaping @Sendable () -> Void
@@ -358,6 +364,7 @@ private struct PagePlanner {
         self.job = job
         self.plan = plan
         self.store = store
+        self.written = written
         self.owner = owner
         self.handoff = handoff
         self.plannedPages = plannedPages
@@ -392,9 +399,10 @@ private struct PagePlanner {
 
     mutating func writePages() async throws {
         let now = Date()
-        var nextPage = 1
+        var nextPage = (written?.lastPage ?? 0) + 1
         var withoutDevice: [String] = []
         func write(_ devices: [DeviceTarget]) async throws {
+            let devices = written.map { written in devices.filter { !written.tokens.contains($0.token) } } ?? devices
             // Devices due at different times (local-time sends) go to different pages.
             let byDue = Dictionary(grouping: devices) { plan.schedule.dueAt(timeZone: $0.timeZone, now: now) }
             for (due, group) in byDue.sorted(by: { $0.key < $1.key }) {
@@ -437,7 +445,7 @@ private struct PagePlanner {
                 let end = min(start + FanOutWorker.pageSize(page: nextPage), wanted.count)
                 let slice = Array(wanted[start..<end])
                 start = end
-                if let dueAt {
+                if let dueAt, written == nil {
                     let found = Set(try await writeListed(.users(slice), dueAt: dueAt).map(\.userID))
                     withoutDevice += slice.filter { !found.contains($0) }
                     continue
@@ -454,7 +462,7 @@ private struct PagePlanner {
                 let end = min(start + FanOutWorker.pageSize(page: nextPage), unique.count)
                 let slice = Array(unique[start..<end])
                 start = end
-                if let dueAt {
+                if let dueAt, written == nil {
                     _ = try await writeListed(.tokens(slice), dueAt: dueAt)
                     continue
                 }

@@ -72,6 +72,15 @@ public enum ListedRecipients: Sendable, Hashable {
     case tokens([String])
 }
 
+/// The pages of listed devices an earlier planner wrote for a job (``RelayStore/listedPagesWritten(jobID:)``): a
+/// planner that takes the job over goes on after them, to the devices they do not hold.
+public struct ListedPagesWritten: Sendable, Hashable {
+    /// The highest page number written.
+    public var lastPage: Int
+    /// The tokens the pages hold.
+    public var tokens: Set<String>
+}
+
 /// What ``RelayStore/addListedJobPage(jobID:tenant:page:dueAt:recipients:excludedUsers:leasedTo:lease:)`` read
 /// and wrote.
 public struct ListedPageWrite: Sendable {
@@ -385,6 +394,30 @@ extension RelayStore {
                     }
                 }
                 return write
+            }
+            return nil
+        } catch {
+            throw relayStoreFailure(error)
+        }
+    }
+
+    /// The pages of listed devices (not topic ranges) already written for job `jobID`, numbered from 1; `nil` when
+    /// there are none. A planner that claims a job another planner began (it died, or lost the database) reads
+    /// them before writing: its own pages can differ from them (devices registered or gone since, a slice of
+    /// users without devices now), so it writes the devices they do not hold as pages after them, instead of
+    /// writing its pages again over the same numbers.
+    public func listedPagesWritten(jobID: String) async throws(RelayStoreError) -> ListedPagesWritten? {
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        do {
+            for try await (lastPage, tokens) in try await database.query(
+                """
+                SELECT max(page)::int8, coalesce(array_agg(t.token) FILTER (WHERE t.token IS NOT NULL), '{}')
+                FROM job_pages p LEFT JOIN LATERAL unnest(p.tokens) AS t(token) ON true
+                WHERE p.job_id = \(uuid) AND p.page > 0 AND p.topic IS NULL
+                """,
+                logger: logger
+            ).decode((Int?, [String]).self) {
+                return lastPage.map { ListedPagesWritten(lastPage: $0, tokens: Set(tokens)) }
             }
             return nil
         } catch {

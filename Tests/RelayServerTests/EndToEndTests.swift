@@ -249,6 +249,48 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func aPlannerTakingOverAListedJobSendsToTheDevicesItsPagesDoNotHold() async throws {
+            try await RelayHarness.with(fanOut: false) { relay in
+                let client = relay.client("familyportal")
+                let tokens = ["a1", "b2", "c3"].map { String(repeating: $0, count: 32) }
+                for (user, token) in zip(["ann", "bob", "cat"], tokens) {
+                    _ = try await client.registerDevice(registration(user: user, token: token))
+                }
+                var send = Pushrelay_V1_Send()
+                send.notificationType = "chat_message"
+                send.userIds = ["ann", "bob", "cat"]
+                send.alert.body = "Dinner?"
+                let jobID = try await client.send(send).jobID
+                // A planner wrote page 1 when only ann had a device in it (bob's and cat's came later, say, or the
+                // slices were cut otherwise), sent it, and died; its planning lease runs out at once.
+                let store = relay.store
+                let job = try #require(try await store.claimJobForPlanning(owner: "dead", lease: .zero))
+                #expect(job.id == jobID)
+                let first = try await store.addListedJobPage(
+                    jobID: jobID, tenant: "familyportal", page: 1, dueAt: Date(), recipients: .users(["ann"]),
+                    excludedUsers: [])
+                #expect(first.devices.map(\.userID) == ["ann"])
+                let written = try #require(try await store.listedPagesWritten(jobID: jobID))
+                #expect(written.lastPage == 1 && written.tokens == [tokens[0]])
+
+                // The planner that takes over writes bob's and cat's devices as page 2; page 1 stands, so ann's
+                // device gets the notification once.
+                let fanOut = Task { await relay.service.runFanOut() }
+                var status = try await client.jobStatus(jobID: jobID)
+                for _ in 0..<200 where status.state != .completed {
+                    try await Task.sleep(for: .milliseconds(50))
+                    status = try await client.jobStatus(jobID: jobID)
+                }
+                fanOut.cancel()
+                await fanOut.value
+                #expect(status.state == .completed)
+                #expect(status.devices == 3 && status.delivered == 3)
+                #expect(relay.simulator.receivedRequests().compactMap(\.deviceToken).sorted() == tokens)
+                #expect(try await store.listedPagesWritten(jobID: jobID)?.lastPage == 2)
+                await client.close()
+            }
+        }
+
         @Test func preferencesMutesAndPresenceAreStoredPerUser() async throws {
             try await RelayHarness.with { relay in
                 let client = relay.client("circl")
