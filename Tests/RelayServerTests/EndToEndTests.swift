@@ -141,11 +141,8 @@ extension RelayServerSuites {
                 _ = try await client.registerDevice(
                     registration(user: "kid", token: tokens[1], environment: .sandbox, topics: ["chat"]))
                 _ = try await client.registerDevice(registration(user: "dad", token: tokens[2], topics: ["photos"]))
-                var send = Pushrelay_V1_Send()
-                send.notificationType = "chat_message"
-                send.topic = "chat"
+                var send = familyChat()
                 send.excludeUserIds = ["mum"]
-                send.alert.body = "Dinner?"
                 send.wait = true
                 let result = try await client.send(send)
                 #expect(result.outcomes.map(\.userID) == ["kid"])
@@ -163,11 +160,7 @@ extension RelayServerSuites {
                 for (user, token) in zip(["ann", "bob", "cat", "dan"], [tokens[0], tokens[1], tokens[2], tokens[4]]) {
                     _ = try await client.registerDevice(registration(user: user, token: token, topics: ["chat"]))
                 }
-                var send = Pushrelay_V1_Send()
-                send.notificationType = "chat_message"
-                send.topic = "chat"
-                send.alert.body = "Dinner?"
-                let jobID = try await client.send(send).jobID
+                let jobID = try await client.send(familyChat()).jobID
                 // A process plans the job as one range page, leases the page, records ann's delivery and dies
                 // (its lease ran out at once).
                 let store = relay.store
@@ -195,14 +188,7 @@ extension RelayServerSuites {
                 #expect(try await client.unregisterDevice(unregister).removed == 1)
                 _ = try await client.registerDevice(registration(user: "eve", token: tokens[3], topics: ["chat"]))
 
-                let fanOut = Task { await relay.service.runFanOut() }
-                var status = try await client.jobStatus(jobID: jobID)
-                for _ in 0..<200 where status.state != .completed {
-                    try await Task.sleep(for: .milliseconds(50))
-                    status = try await client.jobStatus(jobID: jobID)
-                }
-                fanOut.cancel()
-                await fanOut.value
+                let status = try await relay.runFanOut(until: jobID, client: client)
                 #expect(status.state == .completed)
                 #expect(status.devices == 4 && status.delivered == 4 && status.failed == 0 && status.skipped == 0)
                 let received = relay.simulator.receivedRequests().compactMap(\.deviceToken).sorted()
@@ -218,11 +204,7 @@ extension RelayServerSuites {
                 for (user, token) in zip(["ann", "bob", "cat", "dan"], tokens) {
                     _ = try await client.registerDevice(registration(user: user, token: token, topics: ["chat"]))
                 }
-                var send = Pushrelay_V1_Send()
-                send.notificationType = "chat_message"
-                send.topic = "chat"
-                send.alert.body = "Dinner?"
-                let jobID = try await client.send(send).jobID
+                let jobID = try await client.send(familyChat()).jobID
                 // A planner writes a first page of two devices and dies; its planning lease runs out at once.
                 let store = relay.store
                 let job = try #require(try await store.claimJobForPlanning(owner: "dead", lease: .zero))
@@ -234,14 +216,7 @@ extension RelayServerSuites {
                 #expect(written.lastToken == tokens[1] && written.pageDevices == 2 && !written.stood)
                 // The planner that takes over reads fewer devices than its first page holds; page 1 stands, and the
                 // devices after its range still get a page.
-                let fanOut = Task { await relay.service.runFanOut() }
-                var status = try await client.jobStatus(jobID: jobID)
-                for _ in 0..<200 where status.state != .completed {
-                    try await Task.sleep(for: .milliseconds(50))
-                    status = try await client.jobStatus(jobID: jobID)
-                }
-                fanOut.cancel()
-                await fanOut.value
+                let status = try await relay.runFanOut(until: jobID, client: client)
                 #expect(status.state == .completed)
                 #expect(status.devices == 4 && status.delivered == 4)
                 #expect(relay.simulator.receivedRequests().compactMap(\.deviceToken).sorted() == tokens)
@@ -275,14 +250,7 @@ extension RelayServerSuites {
 
                 // The planner that takes over writes bob's and cat's devices as page 2; page 1 stands, so ann's
                 // device gets the notification once.
-                let fanOut = Task { await relay.service.runFanOut() }
-                var status = try await client.jobStatus(jobID: jobID)
-                for _ in 0..<200 where status.state != .completed {
-                    try await Task.sleep(for: .milliseconds(50))
-                    status = try await client.jobStatus(jobID: jobID)
-                }
-                fanOut.cancel()
-                await fanOut.value
+                let status = try await relay.runFanOut(until: jobID, client: client)
                 #expect(status.state == .completed)
                 #expect(status.devices == 3 && status.delivered == 3)
                 #expect(relay.simulator.receivedRequests().compactMap(\.deviceToken).sorted() == tokens)

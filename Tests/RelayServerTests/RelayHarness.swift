@@ -165,6 +165,21 @@ struct RelayHarness: Sendable {
         return found
     }
 
+    /// Runs the fan-out of a harness started without it until job `jobID` is completed (or 10 s pass), then stops
+    /// it; returns the job as `client` last saw it.
+    func runFanOut(until jobID: String, client: PushRelayClient) async throws -> Pushrelay_V1_Job {
+        let fanOut = Task { await service.runFanOut() }
+        defer { fanOut.cancel() }
+        var status = try await client.jobStatus(jobID: jobID)
+        for _ in 0..<200 where status.state != .completed {
+            try await Task.sleep(for: .milliseconds(50))
+            status = try await client.jobStatus(jobID: jobID)
+        }
+        fanOut.cancel()
+        await fanOut.value
+        return status
+    }
+
     /// A client of `tenant` connected to this relay.
     func client(_ tenant: String, credential: String? = nil) -> PushRelayClient {
         PushRelayClient(
@@ -197,6 +212,15 @@ func registration(
     request.timeZone = "Europe/Zurich"
     request.topics = topics
     return request
+}
+
+/// familyportal's "Dinner?" chat message to the devices subscribed to `topic`.
+func familyChat(topic: String = "chat") -> Pushrelay_V1_Send {
+    var send = Pushrelay_V1_Send()
+    send.notificationType = "chat_message"
+    send.topic = topic
+    send.alert.body = "Dinner?"
+    return send
 }
 
 /// A circl chat message to `users` with the thread-id template's values.
