@@ -405,7 +405,8 @@ extension RelayStore {
     /// there are none. A planner that claims a job another planner began (it died, or lost the database) reads
     /// them before writing: its own pages can differ from them (devices registered or gone since, a slice of
     /// users without devices now), so it writes the devices they do not hold as pages after them, instead of
-    /// writing its pages again over the same numbers.
+    /// writing its pages again over the same numbers. Every token comes back at once: a planner that takes over a
+    /// job of a million listed devices holds a million tokens while it plans.
     public func listedPagesWritten(jobID: String) async throws(RelayStoreError) -> ListedPagesWritten? {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         do {
