@@ -214,9 +214,9 @@ public final class FanOutWorker: Sendable {
         log[metadataKey: "job"] = "\(job.id)"
         do {
             let (plan, _) = try await sendPlan(for: job)
-            let written = claimed ? try await store.listedPagesWritten(jobID: job.id) : nil
+            let earlierPages = claimed ? try await store.listedPagesWritten(jobID: job.id) : nil
             var planner = PagePlanner(
-                job: job, plan: plan, store: store, written: written, owner: owner, handoff: handoff,
+                job: job, plan: plan, store: store, earlierPages: earlierPages, owner: owner, handoff: handoff,
                 plannedPages: plannedPages,
                 handOver: { [self] page, devices in
                     // Held from now on, so that the ticker renews its lease until a loop has sent it.
@@ -342,7 +342,7 @@ private struct PagePlanner {
     let store: RelayStore
     /// The pages of listed devices an earlier planner of the job wrote: this one writes the devices they do not
     /// hold, as pages after them.
-    let written: ListedPagesWritten?
+    let earlierPages: ListedPagesWritten?
     /// The planning process, to which a page due now is leased at once when one of its loops waits.
     let owner: String
     /// Says whether a loop waits for a page.
@@ -356,7 +356,7 @@ private struct PagePlanner {
     private(set) var pagesWritten = 0
 
     init(
-        job: JobRecord, plan: SendPlan, store: RelayStore, written: ListedPagesWritten?, owner: String,
+        job: JobRecord, plan: SendPlan, store: RelayStore, earlierPages: ListedPagesWritten?, owner: String,
         handoff: Handoff<(page: JobPage, devices: [DeviceTarget])>,
         plannedPages: PlannedPages, handOver: @escaping @Sendable (JobPage, [DeviceTarget]) -> Void,
         pageWritten: @escaping @Sendable () -> Void
@@ -364,7 +364,7 @@ private struct PagePlanner {
         self.job = job
         self.plan = plan
         self.store = store
-        self.written = written
+        self.earlierPages = earlierPages
         self.owner = owner
         self.handoff = handoff
         self.plannedPages = plannedPages
@@ -399,10 +399,11 @@ private struct PagePlanner {
 
     mutating func writePages() async throws {
         let now = Date()
-        var nextPage = (written?.lastPage ?? 0) + 1
+        var nextPage = (earlierPages?.lastPage ?? 0) + 1
         var withoutDevice: [String] = []
         func write(_ devices: [DeviceTarget]) async throws {
-            let devices = written.map { written in devices.filter { !written.tokens.contains($0.token) } } ?? devices
+            let devices =
+                earlierPages.map { earlier in devices.filter { !earlier.tokens.contains($0.token) } } ?? devices
             // Devices due at different times (local-time sends) go to different pages.
             let byDue = Dictionary(grouping: devices) { plan.schedule.dueAt(timeZone: $0.timeZone, now: now) }
             for (due, group) in byDue.sorted(by: { $0.key < $1.key }) {
@@ -445,7 +446,7 @@ private struct PagePlanner {
                 let end = min(start + FanOutWorker.pageSize(page: nextPage), wanted.count)
                 let slice = Array(wanted[start..<end])
                 start = end
-                if let dueAt, written == nil {
+                if let dueAt, earlierPages == nil {
                     let found = Set(try await writeListed(.users(slice), dueAt: dueAt).map(\.userID))
                     withoutDevice += slice.filter { !found.contains($0) }
                     continue
@@ -462,7 +463,7 @@ private struct PagePlanner {
                 let end = min(start + FanOutWorker.pageSize(page: nextPage), unique.count)
                 let slice = Array(unique[start..<end])
                 start = end
-                if let dueAt, written == nil {
+                if let dueAt, earlierPages == nil {
                     _ = try await writeListed(.tokens(slice), dueAt: dueAt)
                     continue
                 }
