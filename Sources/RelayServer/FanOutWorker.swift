@@ -613,6 +613,9 @@ private struct PageSender {
     /// The page's devices (as its planner handed them over, else as registered now), the rows already recorded
     /// for them (a page taken over) and the policy's state for their users. A claimed page of listed devices
     /// reads all three at once; a claimed topic range page learns its devices first.
+    ///
+    /// The policy gets the users sorted: PostgreSQL sorts the array of each `user_id = ANY(…)` index lookup (three
+    /// a page) and skips a sort that finds its input in order, and the index is then walked in order.
     private func readRecipients(
         policy: RecipientPolicy, now: Date
     ) async throws -> (devices: [DeviceTarget], recorded: [String: DeliveryOutcome], state: PolicyState) {
@@ -629,14 +632,14 @@ private struct PageSender {
                 page.claims > 1
                 ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
             let state = try await policy.load(
-                users: Array(Set(page.users)), store: store, counts: capCounts, now: now)
+                users: Array(Set(page.users)).sorted(), store: store, counts: capCounts, now: now)
             return (try await targets, try await earlier, state)
         }
         async let earlier =
             page.claims > 1
             ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: devices.map(\.token)) : [:]
         let state = try await policy.load(
-            users: Array(Set(devices.map(\.userID))), store: store, counts: capCounts, now: now)
+            users: Array(Set(devices.map(\.userID))).sorted(), store: store, counts: capCounts, now: now)
         return (devices, try await earlier, state)
     }
 

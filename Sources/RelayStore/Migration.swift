@@ -444,5 +444,17 @@ extension Migration {
                 """,
             ]
         ),
+        Migration(
+            version: 13,
+            name: "delivery_user_index_order",
+            statements: [
+                // Every lookup gives both the user and the tenant. With the user first, a key comparison in a
+                // descent is settled by the user instead of by the tenant (the same in every row of a fan-out)
+                // and then the user; keys are unique by time, so merging duplicates only costs. Rows inserted
+                // 50,000 at a time: 7.8 µs a row instead of 9.2 µs (six rounds, `INSERT … SELECT` into copies).
+                "DROP INDEX deliveries_tenant_user",
+                "CREATE INDEX deliveries_user ON deliveries (user_id, tenant_id, sent_at) WITH (deduplicate_items = off)",
+            ]
+        ),
     ]
 }

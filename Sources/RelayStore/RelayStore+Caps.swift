@@ -114,7 +114,7 @@ extension RelayStore {
     /// `delivered` and that type, sent after `now` − 1 h (the hour) or `now` − 24 h (the day), and before
     /// `now` + 1 h: rows dated a little after `now` count too (another relay's clock may run ahead).
     ///
-    /// The counts look each user up on its own (a lateral join on the index `deliveries_tenant_user`): with
+    /// The counts look each user up on its own (a lateral join on the index `deliveries_user`): with
     /// `user_id = ANY(…)` instead, the planner, misled by a day's partition with no statistics yet (new, or
     /// filling faster than autovacuum analyzes it), scanned the tenant's whole day and filtered it, a cost that
     /// grew with every row a fan-out wrote (138 ms a page at 200,000 rows; 3 ms this way). Each user's rows are

@@ -272,7 +272,7 @@ extension RelayStore {
     /// The attempts to device `token` in `tenant`, the latest first, at most `limit`.
     ///
     /// They are found through the users a device row of `tenant` paired with `token` (now, or within the
-    /// retention: `token_users`), by the (tenant, user, time) index: there is no index on the token of a
+    /// retention: `token_users`), by the (user, tenant, time) index: there is no index on the token of a
     /// delivery. A row recorded for a pair no device ever held (only ``recordDeliveries(_:batchSize:)`` called
     /// directly writes one) is not found.
     public func deliveries(tenant: String, token: String, limit: Int = 1_000) async throws(RelayStoreError)
