@@ -696,7 +696,12 @@ private struct PageSender {
         var latencies: [Duration] = []
         // Requests started in one pass go to their pool together (one hop to its event loop).
         var batches: [APNsEnvironment: PoolBatch] = [:]
+        // Sends the pacer allowed and not started yet: it is asked once per burst, not once per send.
+        var allowed = 0
+        // When the requests of this pass were started: they leave together, when the pass submits them.
+        var passStart: (date: Date, instant: ContinuousClock.Instant)?
         func submitBatches() {
+            passStart = nil
             for (environment, batch) in batches where !batch.notifications.isEmpty {
                 let futures = batch.pool.sendFutures(batch.notifications)
                 for (index, future) in zip(batch.indices, futures) {
@@ -714,11 +719,20 @@ private struct PageSender {
             while inFlight < FanOutWorker.concurrency, next < devices.endIndex, !lost(),
                 pending.count + inbox.waiting < FanOutWorker.recordBatch
             {
-                await pacer.acquire(tenant: page.tenantID, rate: rate, beforeWaiting: submitBatches)
+                if allowed == 0 {
+                    let room = min(
+                        FanOutWorker.concurrency - inFlight, devices.endIndex - next,
+                        FanOutWorker.recordBatch - pending.count - inbox.waiting)
+                    allowed = await pacer.acquire(
+                        tenant: page.tenantID, rate: rate, upTo: room, beforeWaiting: submitBatches)
+                }
+                allowed -= 1
                 let index = next
                 let environment = devices[index].environment
                 next += 1
-                let sentAt = Date()
+                let startedAt = passStart ?? (Date(), ContinuousClock.now)
+                passStart = startedAt
+                let sentAt = startedAt.date
                 guard plan.environments.contains(environment) else {
                     var record = unanswered(devices[index], sentAt: sentAt, outcome: .configurationFault)
                     record.reason = "EnvironmentNotConfigured"
@@ -734,6 +748,7 @@ private struct PageSender {
                     } catch {
                         poolByEnvironment[environment] = .failure(error)
                     }
+                    passStart = nil
                 }
                 switch poolByEnvironment[environment] {
                 case .success(let pool):
@@ -742,7 +757,7 @@ private struct PageSender {
                         priority: plan.priority, expiration: plan.expiration(now: sentAt), collapseID: plan.collapseID,
                         payload: plan.payload
                     )
-                    started[index] = StartedSend(sentAt: sentAt, at: ContinuousClock.now)
+                    started[index] = StartedSend(sentAt: sentAt, at: startedAt.instant)
                     inFlight += 1
                     batches[environment, default: PoolBatch(pool: pool)].append(index, notification)
                 case .failure(let error):
@@ -757,12 +772,16 @@ private struct PageSender {
             submitBatches()
             if inFlight == 0 && pending.count < FanOutWorker.recordBatch { break }
             if inFlight > 0 {
-                for answer in await inbox.take(atLeast: min(FanOutWorker.answerBatch, inFlight)) {
+                let answers = await inbox.take(atLeast: min(FanOutWorker.answerBatch, inFlight))
+                let answeredAt = Date()
+                for answer in answers {
                     guard let send = started[answer.index] else { continue }
                     started[answer.index] = nil
                     inFlight -= 1
                     pending.append(
-                        await finish(devices[answer.index], send: send, answer: answer, latencies: &latencies))
+                        await finish(
+                            devices[answer.index], send: send, answer: answer, answeredAt: answeredAt,
+                            latencies: &latencies))
                 }
             }
             if pending.count >= FanOutWorker.recordBatch {
@@ -801,13 +820,12 @@ private struct PageSender {
         )
     }
 
-    /// The row of one answered send; a dead token is deactivated and announced, a delivery announced to
-    /// receipt subscribers.
+    /// The row of one send answered before `answeredAt` (when this task took it); a dead token is deactivated and
+    /// announced, a delivery announced to receipt subscribers.
     private func finish(
-        _ device: DeviceTarget, send: StartedSend, answer: Answer, latencies: inout [Duration]
+        _ device: DeviceTarget, send: StartedSend, answer: Answer, answeredAt: Date, latencies: inout [Duration]
     ) async -> DeliveryRecord {
         var record = unanswered(device, sentAt: send.sentAt, outcome: .configurationFault)
-        let answeredAt = Date()
         record.answeredAt = answeredAt
         switch answer.result {
         case .success(let report):

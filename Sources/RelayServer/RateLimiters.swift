@@ -221,6 +221,15 @@ public final class TenantPacer: Sendable {
         try? await clock.sleep(until: now + wait)
     }
 
+    /// Reserves up to `limit` sends of `tenant` (at least one, at most a burst at this relay's share of `rate`) as
+    /// ``acquire(tenant:rate:count:)`` does, calling `beforeWaiting` first when it has to wait, and returns how
+    /// many: a caller that starts its sends one at a time asks once per burst instead of once per send.
+    func acquire(tenant: String, rate: Int, upTo limit: Int, beforeWaiting: () -> Void) async -> Int {
+        let count = min(max(limit, 1), burstSize(rate: share.part(of: max(rate, 1), tenant: tenant)))
+        await acquire(tenant: tenant, rate: rate, count: count, beforeWaiting: beforeWaiting)
+        return count
+    }
+
     /// Reserves `count` sends of `tenant` at this relay's share of `rate`: the instant it did so, and how long
     /// after it the caller may use them (`.zero`: at once).
     func reserve(tenant: String, rate: Int, count: Int) -> (now: ContinuousClock.Instant, wait: Duration) {

@@ -28,14 +28,26 @@ enum RelayMetrics {
     }
 
     /// Counts delivery rows as they are made, skips included.
+    /// A fan-out's rows come in runs of the same tenant, outcome and reason: each run is counted as one.
     static func notifications(_ records: some Sequence<DeliveryRecord>) {
-        var counts: [[String]: Int] = [:]
+        var counts: [NotificationCountKey: Int] = [:]
+        var run: (key: NotificationCountKey, count: Int)?
         for record in records {
-            counts[[record.tenantID, record.outcome.rawValue, reasonLabel(record.reason)], default: 0] += 1
+            let key = NotificationCountKey(tenant: record.tenantID, outcome: record.outcome, reason: record.reason)
+            if let current = run, current.key == key {
+                run?.count += 1
+                continue
+            }
+            if let run { counts[run.key, default: 0] += run.count }
+            run = (key, 1)
         }
+        if let run { counts[run.key, default: 0] += run.count }
         for (key, count) in counts {
             Counter(
-                label: notificationsLabel, dimensions: [("tenant", key[0]), ("outcome", key[1]), ("reason", key[2])]
+                label: notificationsLabel,
+                dimensions: [
+                    ("tenant", key.tenant), ("outcome", key.outcome.rawValue), ("reason", reasonLabel(key.reason)),
+                ]
             ).increment(by: count)
         }
     }
@@ -103,4 +115,11 @@ extension Pushrelay_V1_ErrorCode {
         }
         return name
     }
+}
+
+/// What ``RelayMetrics/notifications(_:)`` counts a delivery row under, before its reason becomes a label.
+private struct NotificationCountKey: Hashable {
+    var tenant: String
+    var outcome: DeliveryOutcome
+    var reason: String?
 }

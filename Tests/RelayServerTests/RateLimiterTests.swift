@@ -145,6 +145,28 @@ struct RateLimiterTests {
         #expect(clock.sleeps == [.milliseconds(10)])
     }
 
+    @Test("pacer asked for up to n sends grants at most a burst, at least one, and paces them as n single sends")
+    func pacerUpTo() async {
+        let clock = ManualLimiterClock()
+        let pacer = TenantPacer(burstWindow: .milliseconds(50), clock: clock)
+        #expect(await pacer.acquire(tenant: "circl", rate: 100, upTo: 32, beforeWaiting: {}) == 5)
+        #expect(clock.sleeps.isEmpty)
+        var waited = false
+        #expect(await pacer.acquire(tenant: "circl", rate: 100, upTo: 3, beforeWaiting: { waited = true }) == 3)
+        #expect(waited)
+        #expect(clock.sleeps == [.milliseconds(30)])
+        #expect(await pacer.acquire(tenant: "circl", rate: 100, upTo: 0, beforeWaiting: {}) == 1)
+        #expect(clock.sleeps == [.milliseconds(30), .milliseconds(10)])
+        // 1,000 sends asked for 32 at a time take as long as 1,000 single sends: 9.95 s after the burst.
+        let start = clock.now
+        var granted = 0
+        while granted < 1_000 {
+            granted += await pacer.acquire(tenant: "anky", rate: 100, upTo: min(32, 1_000 - granted), beforeWaiting: {})
+        }
+        #expect(granted == 1_000)
+        #expect(clock.now - start == .milliseconds(9_950))
+    }
+
     @Test("pacer over the rate: 1,000 sends at 100/s take 9.95 s of the clock (the first 5 are the burst)")
     func pacerOverRate() async {
         let clock = ManualLimiterClock()

@@ -5,9 +5,10 @@ import NIOCore
 import Prometheus
 import PushRelayClient
 import PushRelayProtocol
-import RelayServer
 import RelayStore
 import Testing
+
+@testable import RelayServer
 
 /// The registry swift-metrics is bootstrapped with in this test process (once: `MetricsSystem` can be
 /// bootstrapped only once; tests that do not look at metrics do not mind it).
@@ -94,6 +95,31 @@ extension RelayServerSuites {
                 #"pushrelay_requests_total{method="ping",outcome="INVALID_ARGUMENT"}"#,
                 #"pushrelay_requests_total{method="ping",outcome="ok"}"#,
                 #"pushrelay_requests_total{method="unknown",outcome="FRAME_TOO_LARGE"}"#,
+            ] {
+                #expect(text.contains(line), "missing \(line)")
+            }
+        }
+
+        @Test func notificationsAreCountedByTenantOutcomeAndReasonAcrossRuns() {
+            let registry = testMetricsRegistry
+            func row(_ outcome: DeliveryOutcome, _ reason: String? = nil, tenant: String = "metrics-runs")
+                -> DeliveryRecord
+            {
+                DeliveryRecord(
+                    tenantID: tenant, jobID: "job", token: "ab", outcome: outcome, reason: reason, attempt: 1,
+                    sentAt: Date())
+            }
+            // Runs broken up and taken up again, a reason under another tenant, prose folded into `other`.
+            RelayMetrics.notifications(
+                [row(.delivered), row(.delivered), row(.tokenDead, "Unregistered"), row(.delivered)]
+                    + [row(.delivered, tenant: "metrics-runs-2"), row(.delivered), row(.retryLater, "timed out")]
+                    + [row(.retryLater, "connection reset"), row(.tokenDead, "Unregistered")])
+            let text = registry.emitToString()
+            for line in [
+                #"pushrelay_notifications_total{tenant="metrics-runs",outcome="delivered",reason="none"} 4"#,
+                #"pushrelay_notifications_total{tenant="metrics-runs",outcome="token_dead",reason="Unregistered"} 2"#,
+                #"pushrelay_notifications_total{tenant="metrics-runs",outcome="retry_later",reason="other"} 2"#,
+                #"pushrelay_notifications_total{tenant="metrics-runs-2",outcome="delivered",reason="none"} 1"#,
             ] {
                 #expect(text.contains(line), "missing \(line)")
             }
