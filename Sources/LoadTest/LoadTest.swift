@@ -344,7 +344,7 @@ private final class LoadTestRun: Sendable {
         group: any EventLoopGroup
     ) async throws -> (LoadTestReport.Singles, [(tenant: String, id: String, recipients: Int)]) {
         // A receipts stream per tenant, on its own connection, gives the time APNs answered each send.
-        let receipts = Locked<[String: ContinuousClock.Instant]>([:])
+        let receipts = ReceiptBoard()
         var listeners: [PushRelayClient] = []
         var readers: [Task<Void, Never>] = []
         for tenant in tenants {
@@ -355,8 +355,7 @@ private final class LoadTestRun: Sendable {
                 Task {
                     for await event in stream {
                         if case .receipt(let delivery)? = event.event {
-                            let at = ContinuousClock.now
-                            receipts.withLock { _ = $0.updateValue(at, forKey: delivery.jobID) }
+                            receipts.note(jobID: delivery.jobID, at: ContinuousClock.now)
                         }
                     }
                 }
@@ -374,10 +373,7 @@ private final class LoadTestRun: Sendable {
             let sent = ContinuousClock.now
             let answer = try await clients[tenant.id]!.send(send)
             sends.append((tenant.id, answer.jobID, sent, (ContinuousClock.now - sent).seconds * 1000))
-            let deadline = ContinuousClock.now + .seconds(10)
-            while receipts.withLock({ $0[answer.jobID] == nil }), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .microseconds(200))
-            }
+            await receipts.wait(for: answer.jobID, limit: .seconds(10), on: group.next())
             if (number + 1) % 100 == 0 {
                 let elapsed = (ContinuousClock.now - started).seconds
                 progress.update(
@@ -388,7 +384,7 @@ private final class LoadTestRun: Sendable {
         }
         for listener in listeners { await listener.close() }
         for reader in readers { reader.cancel() }
-        let answered = receipts.withLock { $0 }
+        let answered = receipts.answered
         var apns: [Double] = []
         for send in sends {
             if let at = answered[send.id] { apns.append((at - send.sent).seconds * 1000) }
@@ -653,12 +649,58 @@ private final class Counter: Sendable {
     func increment() -> Int { value.add(1, ordering: .relaxed).newValue }
 }
 
-/// A value shared by tasks behind a lock.
-private final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
+/// When APNs answered each single send (its receipt's arrival), and the send waiting for its receipt: the
+/// waiting send is woken by the receipt instead of polling for it, so the load generator takes no CPU from the
+/// relay and PostgreSQL between sends.
+private final class ReceiptBoard: Sendable {
+    private struct State {
+        var answered: [String: ContinuousClock.Instant] = [:]
+        var waiter: (jobID: String, continuation: CheckedContinuation<Void, Never>)?
+        /// The job whose wait ran out before its send began waiting.
+        var expired: String?
+    }
 
-    init(_ value: Value) { mutex = Mutex(value) }
+    private let state = Mutex(State())
 
-    /// Runs `body` with the value locked.
-    func withLock<T: Sendable>(_ body: (inout sending Value) -> sending T) -> T { mutex.withLock(body) }
+    /// The latest receipt's time of each job.
+    var answered: [String: ContinuousClock.Instant] { state.withLock { $0.answered } }
+
+    /// Notes a receipt of job `jobID` at `instant`; wakes the send waiting for it.
+    func note(jobID: String, at instant: ContinuousClock.Instant) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.answered[jobID] = instant
+            return Self.takeWaiter(of: jobID, from: &state)
+        }
+        waiter?.resume()
+    }
+
+    /// Returns once job `jobID` has a receipt, or after `limit` without one (a timer on `eventLoop`). One send
+    /// waits at a time.
+    func wait(for jobID: String, limit: TimeAmount, on eventLoop: any EventLoop) async {
+        let timer = eventLoop.scheduleTask(in: limit) {
+            let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let waiter = Self.takeWaiter(of: jobID, from: &state) else {
+                    state.expired = jobID
+                    return nil
+                }
+                return waiter
+            }
+            waiter?.resume()
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                guard state.answered[jobID] == nil, state.expired != jobID else { return true }
+                state.waiter = (jobID, continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+        timer.cancel()
+    }
+
+    private static func takeWaiter(of jobID: String, from state: inout State) -> CheckedContinuation<Void, Never>? {
+        guard let waiter = state.waiter, waiter.jobID == jobID else { return nil }
+        state.waiter = nil
+        return waiter.continuation
+    }
 }
