@@ -36,6 +36,24 @@ struct SyntheticDeviceTests {
         }
     }
 
+    @Test("settling after a bulk load vacuums and analyzes the devices and the token-user pairs their trigger wrote")
+    func settleVacuumsDevicesAndTokenUsers() async throws {
+        try await withTenantStore { store in
+            _ = try await store.insertSyntheticDevices(
+                tenant: "circl", policy: .tokenMovesToLastUser, range: 0..<200, userPrefix: "lt-u",
+                tokenPrefix: "0000000a", topics: ["loadtest"]
+            )
+            let settled = """
+                SELECT relname FROM pg_stat_user_tables
+                WHERE relname IN ('devices', 'token_users') AND last_vacuum IS NOT NULL AND last_analyze IS NOT NULL
+                ORDER BY relname
+                """
+            #expect(try await column(settled, in: store).isEmpty)
+            try await store.settleDevices()
+            #expect(try await column(settled, in: store) == ["devices", "token_users"])
+        }
+    }
+
     private func policy(of tenant: String, store: RelayStore) async throws -> TenantConfiguration.TokenPolicy? {
         try await store.listTenants().first { $0.id == tenant }?.configuration.tokenPolicy
     }
