@@ -10,9 +10,9 @@ struct LoadTestCommand: AsyncParsableCommand {
         discussion: """
             Starts, in --work-dir, an embedded PostgreSQL cluster, the APNs simulator and a relay (`pushrelay \
             serve`) as separate processes; makes the tenants (the tenant files with the run's rate and a \
-            `loadtest` topic), a signing key and credential each, and their synthetic devices in bulk; then runs \
-            the engine alone (`pushrelay apns push`) as a baseline, opens idle connections, makes single and group \
-            sends, and one fan-out per size, each to a whole topic of its own tenant. It shows progress while it \
+            `loadtest` topic), a signing key and credential each, and their synthetic devices in bulk; then opens \
+            idle connections, makes single and group sends, runs the engine alone (`pushrelay apns push`) as a \
+            baseline, and one fan-out per size, each to a whole topic of its own tenant. It shows progress while it \
             runs, prints a report and writes it to --output as loadtest-report.json, .txt and .svg (chart). Exit \
             status 1 when an accepted notification is not accounted for (no row, or a job that did not complete).
             """
