@@ -1,11 +1,17 @@
 import Foundation
+import NIOCore
 import RelayStore
 import Testing
 
-/// Runs `body` with a migrated store on a fresh embedded server.
-func withMigratedStore(_ body: @escaping @Sendable (RelayStore) async throws -> Void) async throws {
+/// Runs `body` with a migrated store on a fresh embedded server, its calls bounded by `callDeadline` (the
+/// store's default when `nil`).
+func withMigratedStore(
+    callDeadline: TimeAmount? = nil, _ body: @escaping @Sendable (RelayStore) async throws -> Void
+) async throws {
     try await withEmbeddedPostgres { _, endpoint async throws in
-        try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: quietLogger) {
+        var configuration = RelayStore.Configuration(embedded: endpoint)
+        if let callDeadline { configuration.callDeadline = callDeadline }
+        try await RelayStore.withStore(configuration: configuration, logger: quietLogger) {
             store async throws in
             try await store.migrate()
             try await body(store)
