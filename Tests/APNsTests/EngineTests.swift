@@ -383,7 +383,12 @@ struct EngineTests {
     }
 
     @Test func fullPoolMakesCallersWait() async throws {
-        try await Harness.run(configure: { $0.faults.latency = .milliseconds(300) }) { h in
+        // One stream at a time for the whole test: the queue stays full for seconds, not only until
+        // the first answer raises the stream limit (300 ms, which a loaded CI machine can outlast).
+        try await Harness.run(configure: {
+            $0.faults.latency = .milliseconds(300)
+            $0.maxConcurrentStreams = 1
+        }) { h in
             let pool = try await h.pool {
                 $0.connections = 1
                 $0.waitQueueCapacity = 3
