@@ -364,7 +364,8 @@ struct EngineTests {
                 $0.waitQueueCapacity = 3
                 $0.backPressure = .failFast
             }
-            let futures = (0..<10).map { _ in pool.sendFuture(Harness.notification()) }
+            // All ten reach the pool together (one hop to its event loop), before the first answer.
+            let futures = pool.sendFutures((0..<10).map { _ in Harness.notification() })
             var delivered = 0
             var refused = 0
             for future in futures {
@@ -383,10 +384,10 @@ struct EngineTests {
     }
 
     @Test func fullPoolMakesCallersWait() async throws {
-        // One stream at a time for the whole test: the queue stays full for seconds, not only until
-        // the first answer raises the stream limit (300 ms, which a loaded CI machine can outlast).
+        // One stream at a time for the whole test: the queue stays full for three seconds, not only until
+        // the first answer raises the stream limit (after the latency, which a loaded CI machine can outlast).
         try await Harness.run(configure: {
-            $0.faults.latency = .milliseconds(300)
+            $0.faults.latency = .milliseconds(500)
             $0.maxConcurrentStreams = 1
         }) { h in
             let pool = try await h.pool {

@@ -84,7 +84,8 @@ extension RelayServerSuites {
                 #expect(!first.duplicate)
                 #expect(first.outcomes.isEmpty)
                 var job = try await client.jobStatus(jobID: first.jobID)
-                for _ in 0..<200 where job.state != .completed {
+                let end = ContinuousClock.now + .seconds(30)
+                while job.state != .completed, ContinuousClock.now < end {
                     try await Task.sleep(for: .milliseconds(20))
                     job = try await client.jobStatus(jobID: first.jobID)
                 }

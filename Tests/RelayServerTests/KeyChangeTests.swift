@@ -1,6 +1,7 @@
 import APNs
 import Crypto
 import Foundation
+import PostgresNIO
 import PushRelayProtocol
 import RelayServer
 import RelayStore
@@ -36,14 +37,18 @@ extension RelayServerSuites {
 
                 let listener = Task { await relay.pools.followKeyChanges() }
                 defer { listener.cancel() }
-                // A notification sent before the listener's LISTEN is not seen: give it time to start.
-                try await Task.sleep(for: .milliseconds(500))
+                // A notification sent before the listener's LISTEN is not seen: wait until its session has run it.
+                let listening = ContinuousClock.now + .seconds(30)
+                while try await listenerSessions(relay) < 1, ContinuousClock.now < listening {
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+                try #require(try await listenerSessions(relay) == 1)
                 try await relay.store.rotateSigningKey(
                     tenant: "circl", oldKeyID: "ROTATEOLD1", p8PEM: newPEM, keyID: "ROTATENEW1",
                     teamID: "CIRCLTEAM1", masterKey: relay.masterKey
                 )
                 var rebuilt = false
-                for _ in 0..<200 {
+                for _ in 0..<1_200 {
                     if await relay.pools.rebuildCount(tenant: "circl") > 0 {
                         rebuilt = true
                         break
@@ -57,7 +62,7 @@ extension RelayServerSuites {
                 #expect(try await family.send(chat).job.delivered == 1)
 
                 var statuses: [String: SigningKeyStatus] = [:]
-                for _ in 0..<200 {
+                for _ in 0..<1_200 {
                     statuses = Dictionary(
                         uniqueKeysWithValues: try await relay.store.listSigningKeys(tenant: "circl").map {
                             ($0.keyID, $0.status)
@@ -72,6 +77,17 @@ extension RelayServerSuites {
                 await client.close()
                 await family.close()
             }
+        }
+
+        /// Database sessions whose last statement was a LISTEN: the relay's key change listener, once it listens.
+        private func listenerSessions(_ relay: RelayHarness) async throws -> Int {
+            var sessions = 0
+            for try await count in try await relay.store.client.query(
+                "SELECT count(*)::int8 FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+            ).decode(Int.self) {
+                sessions = count
+            }
+            return sessions
         }
     }
 }

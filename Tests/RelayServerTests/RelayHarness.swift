@@ -154,7 +154,7 @@ struct RelayHarness: Sendable {
     func awaitRequests(
         to token: String,
         count: Int = 1,
-        within deadline: Duration = .seconds(15)
+        within deadline: Duration = .seconds(30)
     ) async -> [APNsSimulatorRequest] {
         let end = ContinuousClock.now + deadline
         var found = requests(to: token)
@@ -165,13 +165,14 @@ struct RelayHarness: Sendable {
         return found
     }
 
-    /// Runs the fan-out of a harness started without it until job `jobID` is completed (or 10 s pass), then stops
+    /// Runs the fan-out of a harness started without it until job `jobID` is completed (or 60 s pass), then stops
     /// it; returns the job as `client` last saw it.
     func runFanOut(until jobID: String, client: PushRelayClient) async throws -> Pushrelay_V1_Job {
         let fanOut = Task { await service.runFanOut() }
         defer { fanOut.cancel() }
         var status = try await client.jobStatus(jobID: jobID)
-        for _ in 0..<200 where status.state != .completed {
+        let end = ContinuousClock.now + .seconds(60)
+        while status.state != .completed, ContinuousClock.now < end {
             try await Task.sleep(for: .milliseconds(50))
             status = try await client.jobStatus(jobID: jobID)
         }

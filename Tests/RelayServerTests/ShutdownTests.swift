@@ -16,9 +16,9 @@ extension RelayServerSuites {
                 let watcher = try await RawConnection.connect(port: relay.server.port, group: relay.group)
                 _ = try #require(await watcher.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 // APNs answers slowly, so the send is still in flight when the shutdown begins.
-                relay.simulator.updateFaults { $0.latency = .milliseconds(600) }
+                relay.simulator.updateFaults { $0.latency = .seconds(3) }
                 let send = Task { try await client.send(circlMessage(to: ["ada"])) }
-                try await Task.sleep(for: .milliseconds(200))
+                try await waitUntilAPNsHasTheRequest(relay)
                 let shutdown = Task { await relay.server.shutdown() }
 
                 let goodbye = try #require(await watcher.next())
@@ -63,9 +63,9 @@ extension RelayServerSuites {
                     logger: quietLogger
                 )
                 let running = Task { try await group.run() }
-                relay.simulator.updateFaults { $0.latency = .milliseconds(600) }
+                relay.simulator.updateFaults { $0.latency = .seconds(3) }
                 let send = Task { try await client.send(circlMessage(to: ["ada"])) }
-                try await Task.sleep(for: .milliseconds(200))
+                try await waitUntilAPNsHasTheRequest(relay)
                 await group.triggerGracefulShutdown()
 
                 let goodbye = try #require(await watcher.next())
@@ -76,6 +76,16 @@ extension RelayServerSuites {
                 #expect(relay.server.connectionCount == 0)
                 await watcher.close()
             }
+        }
+
+        /// Waits (up to 30 s) until the simulator has received the send's request: from then on the send is in
+        /// flight, whatever the machine's load, and its answer comes after the simulator's latency.
+        private func waitUntilAPNsHasTheRequest(_ relay: RelayHarness) async throws {
+            let end = ContinuousClock.now + .seconds(30)
+            while relay.simulator.statistics().requestsReceived < 1, ContinuousClock.now < end {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            try #require(relay.simulator.statistics().requestsReceived == 1)
         }
     }
 }

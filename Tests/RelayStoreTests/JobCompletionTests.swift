@@ -73,9 +73,11 @@ struct JobCompletionTests {
             #expect(try await store.finishPlanning(jobID: released.id, owner: "relay-a") == false)
             #expect(try await store.finishPlanning(jobID: released.id, owner: "relay-b"))
             // A job for later is not leased: once due, any planner claims it.
-            let later = try await accept(sendAt: Date(timeIntervalSinceNow: 1))
+            // Three seconds ahead: the insert commits well before then, on a loaded machine too.
+            let due = Date(timeIntervalSinceNow: 3)
+            let later = try await accept(sendAt: due)
             #expect(later.state == .scheduled)
-            try await Task.sleep(for: .milliseconds(1_200))
+            try await Task.sleep(for: .milliseconds(max(0, Int(due.timeIntervalSinceNow * 1000)) + 200))
             #expect(try await store.claimJobForPlanning(owner: "relay-b", lease: .seconds(30))?.id == later.id)
         }
     }
