@@ -542,13 +542,35 @@ struct SimulatorValidationTests {
         }
     }
 
-    @Test func malformedHTTP2IsResetNotAnswered() async throws {
+    /// Ways to make a request's header block malformed HTTP/2 (RFC 9113 8.2, 8.3).
+    enum Malformation: String, CaseIterable, Sendable {
+        case duplicatePseudoHeader, uppercaseName, connectionSpecificField, nulInValue, pseudoHeaderAfterRegular
+        case missingScheme
+
+        /// `request` made malformed this way.
+        func apply(to request: RawRequest) -> RawRequest {
+            var request = request
+            switch self {
+            case .duplicatePseudoHeader:
+                request.fields.insert(.init(name: ":path", value: "/3/device/\(Harness.randomToken())"), at: 0)
+            case .uppercaseName: request.fields.append(.init(name: "Apns-Priority", value: "10"))
+            case .connectionSpecificField: request.fields.append(.init(name: "connection", value: "keep-alive"))
+            case .nulInValue: request.set("apns-topic", Harness.topic + "\u{0}")
+            case .pseudoHeaderAfterRegular: request.fields.append(.init(name: ":authority", value: "localhost"))
+            case .missingScheme: request.set(":scheme", nil)
+            }
+            return request
+        }
+    }
+
+    @Test(arguments: Malformation.allCases)
+    func malformedHTTP2IsResetNotAnswered(_ malformation: Malformation) async throws {
         try await Harness.run { h in
-            // A duplicate pseudo-header makes the request malformed HTTP/2 (RFC 9113 8.1.1): the HTTP/2 layer
-            // resets the stream with PROTOCOL_ERROR before APNs's rules are applied (a duplicate apns-* header is
-            // DuplicateHeaders, above).
+            // Malformed HTTP/2: the HTTP/2 layer resets the stream with PROTOCOL_ERROR before APNs's rules are
+            // applied (a duplicate apns-* header is DuplicateHeaders, above).
             var request = RawRequest.apns(authorization: Self.authorization(h))
-            request.fields.insert(.init(name: ":path", value: "/3/device/\(Harness.randomToken())"), at: 0)
+            if malformation == .pseudoHeaderAfterRegular { request.set(":authority", nil) }
+            request = malformation.apply(to: request)
             let malformed = try await RawHTTP2Client.connect(to: h.simulator)
             let reset = try await malformed.send(request)
             await malformed.close()
