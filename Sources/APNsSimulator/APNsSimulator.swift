@@ -143,8 +143,6 @@ public final class APNsSimulator: Sendable {
             HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
         ]
         connection.maximumRecentlyResetStreams = 4096
-        // The simulator checks received header blocks itself (`HeaderBlockRules`), at a fraction of the cost.
-        connection.headerBlockValidation = .disabled
         connection.maximumConnectionGlitches = 100_000
         connection.controlFrameRateLimit.maximumCount = 100_000
         var stream = NIOHTTP2Handler.StreamConfiguration()

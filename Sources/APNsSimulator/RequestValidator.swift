@@ -24,18 +24,17 @@ struct RequestHead {
             if field != nil { duplicates = true }
             field = value
         }
-        // By length first: a field is compared with one or two names, not with all nine.
         for (name, value, _) in headers {
-            switch name.utf8.count {
-            case 5 where name == ":path": set(&path, value)
-            case 7 where name == ":method": set(&method, value)
-            case 7 where name == "apns-id": set(&apnsID, value)
-            case 10 where name == "apns-topic": set(&topic, value)
-            case 13 where name == "authorization": set(&authorization, value)
-            case 13 where name == "apns-priority": set(&priority, value)
-            case 14 where name == "apns-push-type": set(&pushType, value)
-            case 15 where name == "apns-expiration": set(&expiration, value)
-            case 16 where name == "apns-collapse-id": set(&collapseID, value)
+            switch name {
+            case ":method": set(&method, value)
+            case ":path": set(&path, value)
+            case "authorization": set(&authorization, value)
+            case "apns-topic": set(&topic, value)
+            case "apns-push-type": set(&pushType, value)
+            case "apns-priority": set(&priority, value)
+            case "apns-collapse-id": set(&collapseID, value)
+            case "apns-id": set(&apnsID, value)
+            case "apns-expiration": set(&expiration, value)
             default: continue
             }
         }

@@ -177,17 +177,9 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         guard answers(streamID) else { return }
         if pending[streamID] != nil {
             // Trailers end the request.
-            if HeaderBlockRules.trailersViolation(headers.headers) != nil {
-                pending[streamID] = nil
-                resetMalformed(streamID, context: context)
-            } else if headers.endStream, let request = pending.removeValue(forKey: streamID) {
+            if headers.endStream, let request = pending.removeValue(forKey: streamID) {
                 complete(request, streamID: streamID, context: context)
             }
-            return
-        }
-        guard HeaderBlockRules.requestViolation(headers.headers) == nil else {
-            // Malformed HTTP/2: no request for APNs's rules, nor for the statistics.
-            resetMalformed(streamID, context: context)
             return
         }
         streamsOpened += 1
@@ -204,13 +196,6 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         } else {
             pending[streamID] = request
         }
-    }
-
-    /// Resets a stream whose header block breaks HTTP/2's rules (``HeaderBlockRules``) with PROTOCOL_ERROR.
-    private func resetMalformed(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
-        needsFlush = true
     }
 
     private func receiveData(
