@@ -42,11 +42,13 @@ struct RelayHarness: Sendable {
 
     /// Runs `body` with a fresh relay, then shuts everything down. `logger` is given to the store, the
     /// pools, the service and the server (the embedded PostgreSQL and the simulator stay quiet). Without
-    /// `fanOut`, accepted jobs stay unplanned.
+    /// `fanOut`, accepted jobs stay unplanned. A credential's request limit is `requestsPerSecond` with a burst of
+    /// `requestBurst` (by default as many as a second's rate).
     static func with(
         configure: (inout RelayServerConfiguration) -> Void = { _ in },
         simulatorKeys: [APNsSigningKey] = [],
         requestsPerSecond: Double = 1_000,
+        requestBurst: Int? = nil,
         fanOut: Bool = true,
         logger: Logger = quietLogger,
         _ body: @Sendable (RelayHarness) async throws -> Void
@@ -65,7 +67,8 @@ struct RelayHarness: Sendable {
                 try await store.migrate()
                 try await run(
                     store: store, folder: folder, configuration: serverConfiguration, simulatorKeys: simulatorKeys,
-                    requestsPerSecond: requestsPerSecond, fanOut: fanOut, logger: logger, body
+                    requestsPerSecond: requestsPerSecond, requestBurst: requestBurst ?? max(1, Int(requestsPerSecond)),
+                    fanOut: fanOut, logger: logger, body
                 )
             }
             try await postgres.stop()
@@ -81,6 +84,7 @@ struct RelayHarness: Sendable {
         configuration: RelayServerConfiguration,
         simulatorKeys: [APNsSigningKey],
         requestsPerSecond: Double,
+        requestBurst: Int,
         fanOut runsFanOut: Bool,
         logger: Logger,
         _ body: @Sendable (RelayHarness) async throws -> Void
@@ -114,7 +118,7 @@ struct RelayHarness: Sendable {
         let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
         let service = RelayService(
             store: store, pools: pools, limits: configuration.limits, requestsPerSecond: requestsPerSecond,
-            requestBurst: max(1, Int(requestsPerSecond)), logger: logger
+            requestBurst: requestBurst, logger: logger
         )
         let server = try await RelayServer.start(
             configuration: configuration, service: service, group: group, logger: logger
