@@ -13,7 +13,6 @@ final class ClientConnection: Sendable {
         var pending: [UInt32: CheckedContinuation<Frame, any Error>] = [:]
         var streams: [UInt32: AsyncStream<Pushrelay_V1_ResultEvent>.Continuation] = [:]
         var open = true
-        var relaySaidGoodbye = false
     }
 
     let channel: any Channel
@@ -28,10 +27,6 @@ final class ClientConnection: Sendable {
 
     /// Whether the connection can take requests.
     var isOpen: Bool { state.withLock { $0.open } && channel.isActive }
-
-    /// Whether the relay said GOODBYE on this connection: it answers every request it read before closing, so a
-    /// request that got no answer here was never taken.
-    var relaySaidGoodbye: Bool { state.withLock { $0.relaySaidGoodbye } }
 
     /// Connects, says HELLO and waits for HELLO_OK.
     static func open(configuration: PushRelayClientConfiguration, group: any EventLoopGroup) async throws
@@ -135,10 +130,7 @@ final class ClientConnection: Sendable {
             return
         }
         if frame.kind == .goodbye {
-            state.withLock { state in
-                state.open = false
-                state.relaySaidGoodbye = true
-            }
+            state.withLock { $0.open = false }
             return
         }
         let continuation = state.withLock { $0.pending.removeValue(forKey: frame.requestID) }

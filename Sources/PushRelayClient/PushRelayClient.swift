@@ -192,17 +192,8 @@ public actor PushRelayClient {
     ) async throws(PushRelayClientError) -> Answer {
         let body = try Self.serialize(request)
         let connection = try await liveConnection()
-        do {
-            let frame = try await connection.request(kind: kind, requestID: takeRequestID(), body: body, events: nil)
-            return try Self.decode(frame, expecting: kind.answer)
-        } catch .connectionClosed where configuration.reconnect && connection.relaySaidGoodbye {
-            // The relay was closing this connection (an idle timeout, a shutdown) as the request went out: it answers
-            // every request it read before it closes, so this one was not taken. It goes once more, on a new
-            // connection.
-            let frame = try await liveConnection().request(
-                kind: kind, requestID: takeRequestID(), body: body, events: nil)
-            return try Self.decode(frame, expecting: kind.answer)
-        }
+        let frame = try await connection.request(kind: kind, requestID: takeRequestID(), body: body, events: nil)
+        return try Self.decode(frame, expecting: kind.answer)
     }
 
     private static func serialize(_ message: some SwiftProtobuf.Message) throws(PushRelayClientError) -> [UInt8] {

@@ -16,8 +16,7 @@ public struct PushRelayClientConfiguration: Sendable {
     public var tls: TLSConfiguration?
     /// The server name checked against the relay's certificate (defaults to `host`).
     public var tlsServerName: String?
-    /// Whether to reconnect (with backoff) when the connection drops between requests, and to send a request once
-    /// more on a new connection when the relay said GOODBYE before taking it (it was closing the connection).
+    /// Whether to reconnect (with backoff) when the connection drops between requests.
     public var reconnect: Bool
     /// First delay before a reconnect attempt, in seconds; doubles up to ``maximumBackoff``.
     public var initialBackoff: Double

@@ -556,7 +556,9 @@ struct SimulatorValidationTests {
             case .uppercaseName: request.fields.append(.init(name: "Apns-Priority", value: "10"))
             case .connectionSpecificField: request.fields.append(.init(name: "connection", value: "keep-alive"))
             case .nulInValue: request.set("apns-topic", Harness.topic + "\u{0}")
-            case .pseudoHeaderAfterRegular: request.fields.append(.init(name: ":authority", value: "localhost"))
+            case .pseudoHeaderAfterRegular:
+                request.set(":authority", nil)
+                request.fields.append(.init(name: ":authority", value: "localhost"))
             case .missingScheme: request.set(":scheme", nil)
             }
             return request
@@ -569,7 +571,6 @@ struct SimulatorValidationTests {
             // Malformed HTTP/2: the HTTP/2 layer resets the stream with PROTOCOL_ERROR before APNs's rules are
             // applied (a duplicate apns-* header is DuplicateHeaders, above).
             var request = RawRequest.apns(authorization: Self.authorization(h))
-            if malformation == .pseudoHeaderAfterRegular { request.set(":authority", nil) }
             request = malformation.apply(to: request)
             let malformed = try await RawHTTP2Client.connect(to: h.simulator)
             let reset = try await malformed.send(request)

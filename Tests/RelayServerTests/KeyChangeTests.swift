@@ -79,11 +79,12 @@ extension RelayServerSuites {
             }
         }
 
-        /// Database sessions whose last statement was a LISTEN: the relay's key change listener, once it listens.
+        /// Database sessions whose last statement was a LISTEN, done (it takes effect at its commit): the relay's key
+        /// change listener, once it listens.
         private func listenerSessions(_ relay: RelayHarness) async throws -> Int {
             var sessions = 0
             for try await count in try await relay.store.client.query(
-                "SELECT count(*)::int8 FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+                "SELECT count(*)::int8 FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND state = 'idle'"
             ).decode(Int.self) {
                 sessions = count
             }
