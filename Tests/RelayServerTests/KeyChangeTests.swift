@@ -38,40 +38,27 @@ extension RelayServerSuites {
                 let listener = Task { await relay.pools.followKeyChanges() }
                 defer { listener.cancel() }
                 // A notification sent before the listener's LISTEN is not seen: wait until its session has run it.
-                let listening = ContinuousClock.now + .seconds(30)
-                while try await listenerSessions(relay) < 1, ContinuousClock.now < listening {
-                    try await Task.sleep(for: .milliseconds(25))
-                }
+                _ = try await eventually { try await listenerSessions(relay) >= 1 }
                 try #require(try await listenerSessions(relay) == 1)
                 try await relay.store.rotateSigningKey(
                     tenant: "circl", oldKeyID: "ROTATEOLD1", p8PEM: newPEM, keyID: "ROTATENEW1",
                     teamID: "CIRCLTEAM1", masterKey: relay.masterKey
                 )
-                var rebuilt = false
-                for _ in 0..<1_200 {
-                    if await relay.pools.rebuildCount(tenant: "circl") > 0 {
-                        rebuilt = true
-                        break
-                    }
-                    try await Task.sleep(for: .milliseconds(25))
-                }
-                #expect(rebuilt)
+                #expect(await eventually { await relay.pools.rebuildCount(tenant: "circl") > 0 })
                 #expect(try await client.send(circlMessage(to: ["ada"])).job.delivered == 1)
                 #expect(relay.simulator.receivedRequests().last?.keyID == "ROTATENEW1")
                 #expect(await relay.pools.rebuildCount(tenant: "familyportal") == 0)
                 #expect(try await family.send(chat).job.delivered == 1)
 
-                var statuses: [String: SigningKeyStatus] = [:]
-                for _ in 0..<1_200 {
-                    statuses = Dictionary(
+                func statuses() async throws -> [String: SigningKeyStatus] {
+                    Dictionary(
                         uniqueKeysWithValues: try await relay.store.listSigningKeys(tenant: "circl").map {
                             ($0.keyID, $0.status)
                         }
                     )
-                    if statuses["ROTATEOLD1"] == .retired { break }
-                    try await Task.sleep(for: .milliseconds(25))
                 }
-                #expect(statuses == ["ROTATEOLD1": .retired, "ROTATENEW1": .active])
+                _ = try await eventually { try await statuses()["ROTATEOLD1"] == .retired }
+                #expect(try await statuses() == ["ROTATEOLD1": .retired, "ROTATENEW1": .active])
                 // Retiring the old key changed nothing the pool signs with: no second rebuild.
                 #expect(await relay.pools.rebuildCount(tenant: "circl") == 1)
                 await client.close()

@@ -198,6 +198,17 @@ struct RelayHarness: Sendable {
 }
 
 /// A random 64-hex-digit device token.
+/// Polls `condition` every 20 ms for up to `seconds` (long: a loaded CI machine is many times slower than an idle
+/// one); returns whether it became true.
+func eventually(within seconds: Double = 30, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let end = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < end {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
 func randomToken() -> String {
     (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
 }

@@ -81,10 +81,7 @@ extension RelayServerSuites {
         /// Waits (up to 30 s) until the simulator has received the send's request: from then on the send is in
         /// flight, whatever the machine's load, and its answer comes after the simulator's latency.
         private func waitUntilAPNsHasTheRequest(_ relay: RelayHarness) async throws {
-            let end = ContinuousClock.now + .seconds(30)
-            while relay.simulator.statistics().requestsReceived < 1, ContinuousClock.now < end {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            _ = await eventually { relay.simulator.statistics().requestsReceived >= 1 }
             try #require(relay.simulator.statistics().requestsReceived == 1)
         }
     }

@@ -37,8 +37,7 @@ struct WakeSignalTests {
         try? await Task.sleep(for: .milliseconds(100))
         signal.wakeOne()
         // The woken loop runs when a thread is free (up to 10 s on a loaded machine); no other is released after.
-        let end = ContinuousClock.now + .seconds(10)
-        while released.value < 1, ContinuousClock.now < end { try? await Task.sleep(for: .milliseconds(10)) }
+        _ = await eventually(within: 10) { released.value >= 1 }
         try? await Task.sleep(for: .milliseconds(100))
         #expect(released.value == 1)
         signal.close()
