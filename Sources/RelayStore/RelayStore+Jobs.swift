@@ -152,7 +152,7 @@ extension RelayStore {
         // Each pass either returns or frees the key; a key freed (or taken) by someone else between two
         // statements sends us round again, which settles at once in practice.
         for _ in 0..<5 {
-            let id = UUID()
+            let id = UUID.timeOrdered()
             var inserted: JobRecord?
             do {
                 for row in try await database.query(

@@ -55,6 +55,31 @@ struct JobTests {
         }
     }
 
+    @Test("job ids are UUIDs of version 7: the creation time's milliseconds first, so a later job's id sorts after")
+    func jobIDsAreTimeOrdered() async throws {
+        try await withTenantStore { store in
+            var ids: [String] = []
+            for _ in 0..<5 {
+                let before = Date()
+                let job = try await store.createJob(
+                    tenant: "circl", notificationType: "message", idempotencyKey: nil, request: []
+                ).job
+                let after = Date()
+                let hex = job.id.replacingOccurrences(of: "-", with: "")
+                #expect(hex.count == 32)
+                #expect(Array(hex)[12] == "7", "version 7")
+                #expect("89ab".contains(Array(hex)[16]), "RFC 9562 variant")
+                let milliseconds = try #require(UInt64(hex.prefix(12), radix: 16))
+                #expect(milliseconds >= UInt64(before.timeIntervalSince1970 * 1000))
+                #expect(milliseconds <= UInt64(after.timeIntervalSince1970 * 1000))
+                ids.append(job.id)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            #expect(ids == ids.sorted(), "each id sorts after the ids of the jobs made before it")
+            #expect(Set(ids).count == ids.count)
+        }
+    }
+
     @Test("a send_at in the future makes a scheduled job, one in the past an accepted one")
     func scheduling() async throws {
         try await withTenantStore { store in
