@@ -456,5 +456,23 @@ extension Migration {
                 "CREATE INDEX deliveries_user ON deliveries (user_id, tenant_id, sent_at) WITH (deduplicate_items = off)",
             ]
         ),
+        Migration(
+            version: 14,
+            name: "delivery_user_hash_index",
+            statements: [
+                // A user's rows are found by a 64-bit hash of the user id and the time: a key of 16 bytes compared
+                // as integers instead of two texts and a time, so the index is a third of the size and a row's
+                // insert (at a random place in it, a fan-out's users being in token order) costs less. Lookups
+                // give the hash and check the user and the tenant on the row (`hashtextextended` is the hash of
+                // hash partitioning, which PostgreSQL keeps stable across versions). `INSERT … SELECT` of
+                // 100,000 rows, 4,000 at a time, into a copy of a day partition of 1,000,000 rows: 9.8-11.9 µs a
+                // row with the old index, 7.6-9.9 µs with this one, 3.3-4.4 µs with neither (the job index in all).
+                "DROP INDEX deliveries_user",
+                """
+                CREATE INDEX deliveries_user_hash ON deliveries (hashtextextended(user_id, 0), sent_at)
+                WITH (deduplicate_items = off)
+                """,
+            ]
+        ),
     ]
 }

@@ -263,7 +263,8 @@ extension RelayStore {
         try await deliveryRows(
             """
             SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
-            WHERE tenant_id = \(tenant) AND user_id = \(user)
+            WHERE hashtextextended(user_id, 0) = hashtextextended(\(user), 0) AND user_id = \(user)
+              AND tenant_id = \(tenant)
             ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
             """
         )
@@ -272,7 +273,7 @@ extension RelayStore {
     /// The attempts to device `token` in `tenant`, the latest first, at most `limit`.
     ///
     /// They are found through the users a device row of `tenant` paired with `token` (now, or within the
-    /// retention: `token_users`), by the (user, tenant, time) index: there is no index on the token of a
+    /// retention: `token_users`), by the index of their users' rows (`deliveries_user_hash`): there is no index on the token of a
     /// delivery. A row recorded for a pair no device ever held (only ``recordDeliveries(_:batchSize:)`` called
     /// directly writes one) is not found.
     public func deliveries(tenant: String, token: String, limit: Int = 1_000) async throws(RelayStoreError)
@@ -287,7 +288,8 @@ extension RelayStore {
                 SELECT user_id FROM devices WHERE tenant_id = \(tenant) AND token = \(token)
             ) users CROSS JOIN LATERAL (
                 SELECT \(unescaped: Self.deliveryColumns) FROM deliveries d
-                WHERE d.tenant_id = \(tenant) AND d.user_id = users.user_id AND d.token = \(token)
+                WHERE hashtextextended(d.user_id, 0) = hashtextextended(users.user_id, 0)
+                  AND d.user_id = users.user_id AND d.tenant_id = \(tenant) AND d.token = \(token)
                 ORDER BY d.sent_at DESC, d.attempt DESC LIMIT \(limit)
             ) attempts
             ORDER BY attempts.sent_at DESC, attempts.attempt DESC LIMIT \(limit)
