@@ -139,19 +139,22 @@ extension RelayStore {
     }
 
     /// Writes `rows`, the last delivery rows of a page, and marks the page done in the same statement
-    /// (``PageCompletion``); returns whether the page was still leased to its owner and is now done. The rows are
-    /// written either way, all of them in one statement; a row outside every daily partition creates the missing
-    /// days' partitions first, as in ``recordDeliveries(_:batchSize:)``.
+    /// (``PageCompletion``); returns `nil` when the page was no longer leased to its owner, else whether that
+    /// statement completed the job too. The rows are written either way, all of them in one statement; a row
+    /// outside every daily partition creates the missing days' partitions first, as in
+    /// ``recordDeliveries(_:batchSize:)``.
     func recordDeliveries(_ rows: [DeliveryRecord], completing completion: PageCompletion)
-        async throws(RelayStoreError) -> Bool
+        async throws(RelayStoreError) -> Bool?
     {
         try await checkTenants(of: rows)
         let batch = try DeliveryColumns(rows[...])
         let query = batch.insertQuery(completing: completion)
         return try await writeCreatingPartitions(of: batch) { database, logger in
-            var completed = false
-            for try await _ in try await database.query(query, logger: logger) { completed = true }
-            return completed
+            var jobCompleted: Bool?
+            for try await completed in try await database.query(query, logger: logger).decode(Bool.self) {
+                jobCompleted = completed
+            }
+            return jobCompleted
         }.result
     }
 
@@ -393,12 +396,65 @@ extension RelayStore {
     }
 }
 
-/// A leased page to mark done by the statement that writes its last delivery rows.
+/// A leased page to mark done, by the statement that writes its last delivery rows when it has some.
 struct PageCompletion {
     var jobID: UUID
     var page: Int
     var owner: String
     var counts: JobPageCounts
+
+    /// The statement's common table expressions `page` and `job`, its placeholders made by `parameter`: `page` marks
+    /// the page done with its counts when it is still leased to its owner (a row when it did), and `job` then
+    /// completes the job, with the sums of its pages' counts, when it is running and planned and every other page is
+    /// done as this statement sees them (a row when it did). Two pages finishing at once may each see the other
+    /// open: ``RelayStore/completeJobPage(_:owner:counts:lastRows:)`` then completes the job in a statement of its
+    /// own, after this one's commit.
+    func tableExpressions(_ parameter: (any PostgresNonThrowingEncodable) -> String) -> String {
+        let job = parameter(jobID)
+        let page = parameter(page)
+        let devices = parameter(counts.devices)
+        let delivered = parameter(counts.delivered)
+        let failed = parameter(counts.failed)
+        let skipped = parameter(counts.skipped)
+        return """
+            page AS (
+                UPDATE job_pages SET state = 'done', lease_owner = NULL, lease_until = NULL, devices = \(devices),
+                    delivered = \(delivered), failed = \(failed), skipped = \(skipped),
+                    deferred = \(parameter(counts.deferred))
+                WHERE job_id = \(job) AND page = \(page) AND state = 'leased' AND lease_owner = \(parameter(owner))
+                RETURNING job_id
+            ), job AS (
+                UPDATE jobs j SET state = 'completed', finished_at = now(), updated_at = now(),
+                    devices = s.devices + \(devices), delivered = s.delivered + \(delivered),
+                    failed = s.failed + \(failed), skipped = s.skipped + \(skipped)
+                FROM page CROSS JOIN LATERAL (
+                    SELECT coalesce(sum(devices), 0)::int8 AS devices, coalesce(sum(delivered), 0)::int8 AS delivered,
+                           coalesce(sum(failed), 0)::int8 AS failed, coalesce(sum(skipped), 0)::int8 AS skipped
+                    FROM job_pages WHERE job_id = \(job) AND page <> \(page)
+                ) s
+                WHERE j.id = page.job_id AND j.finished_at IS NULL AND j.state = 'running' AND j.planned_at IS NOT NULL
+                  AND NOT EXISTS (
+                      SELECT 1 FROM job_pages q
+                      WHERE q.job_id = \(job) AND q.page <> \(page) AND q.state IN ('pending', 'leased')
+                  )
+                RETURNING 1
+            )
+            """
+    }
+
+    /// The select that ends the statement: one row when the page was marked done, whose value says whether the job
+    /// was completed too.
+    static let outcome = "SELECT EXISTS (SELECT 1 FROM job) FROM page"
+
+    /// The statement that marks the page done (and its job, as ``tableExpressions(_:)`` says) without writing rows.
+    var query: PostgresQuery {
+        var bindings = PostgresBindings(capacity: 9)
+        let expressions = tableExpressions {
+            bindings.append($0)
+            return "$\(bindings.count)"
+        }
+        return PostgresQuery(unsafeSQL: "WITH \(expressions)\n\(Self.outcome)", binds: bindings)
+    }
 }
 
 /// A batch of delivery rows as one array per column, the parameters of ``RelayStore``'s `INSERT … UNNEST`;
@@ -426,8 +482,9 @@ private struct DeliveryColumns {
     /// type in a fan-out's batch) is sent once, the others as arrays unnested side by side (`unnest` in the
     /// select list, which PostgreSQL runs in step without first copying the rows into a tuple store).
     ///
-    /// With `completing`, the same statement then marks that page done with its counts when it is still leased
-    /// to its owner, and returns a row when it did; the rows are written either way.
+    /// With `completing`, the same statement then marks that page done and may complete its job
+    /// (``PageCompletion/tableExpressions(_:)``), and returns a row when the page was done, saying whether the job
+    /// was; the rows are written either way.
     func insertQuery(completing completion: PageCompletion? = nil) -> PostgresQuery {
         var bindings = PostgresBindings(capacity: 13)
         var unnested: [String] = []
@@ -464,24 +521,12 @@ private struct DeliveryColumns {
             FROM (SELECT \(unnested.joined(separator: ", "))) AS batch
             """
         guard let completion else { return PostgresQuery(unsafeSQL: insert, binds: bindings) }
-        func parameter(_ value: some PostgresNonThrowingEncodable) -> String {
-            bindings.append(value)
+        let expressions = completion.tableExpressions {
+            bindings.append($0)
             return "$\(bindings.count)"
         }
-        let counts = completion.counts
         return PostgresQuery(
-            unsafeSQL: """
-                WITH written AS (\(insert))
-                UPDATE job_pages SET state = 'done', lease_owner = NULL, lease_until = NULL,
-                    devices = \(parameter(counts.devices)), delivered = \(parameter(counts.delivered)),
-                    failed = \(parameter(counts.failed)), skipped = \(parameter(counts.skipped)),
-                    deferred = \(parameter(counts.deferred))
-                WHERE job_id = \(parameter(completion.jobID)) AND page = \(parameter(completion.page))
-                  AND state = 'leased' AND lease_owner = \(parameter(completion.owner))
-                RETURNING 1::int8
-                """,
-            binds: bindings
-        )
+            unsafeSQL: "WITH written AS (\(insert)), \(expressions)\n\(PageCompletion.outcome)", binds: bindings)
     }
 
     /// The columns of `records`; a record with an empty tenant or job id, or an attempt out of range, refuses

@@ -509,11 +509,14 @@ extension RelayStore {
         ) == 1
     }
 
-    /// Marks `owner`'s page done with its counts, then completes the job when no page is left.
+    /// Marks `owner`'s page done with its counts, and completes the job when no page is left.
     ///
     /// `lastRows`, the page's delivery rows not written yet, are written by the statement that marks the page
     /// done: the page is done exactly when its last rows are recorded, in one round trip. They are written even
     /// when the page is no longer leased to `owner` (they are sends that happened); the page is then left as it is.
+    /// The same statement completes the job when every other page is done as it sees them, so the last page of a
+    /// job ends it in one round trip; when it did not (another page finished at the same moment, unseen), a
+    /// second statement looks again once the first is committed.
     public func completeJobPage(
         _ page: JobPage, owner: String, counts: JobPageCounts, lastRows: [DeliveryRecord] = []
     ) async throws(RelayStoreError) {
@@ -521,24 +524,22 @@ extension RelayStore {
             try await recordDeliveries(lastRows)
             return
         }
-        guard lastRows.isEmpty else {
-            let completion = PageCompletion(jobID: uuid, page: page.page, owner: owner, counts: counts)
-            if try await recordDeliveries(lastRows, completing: completion) {
-                try await completeJobIfDone(jobID: page.jobID)
+        let completion = PageCompletion(jobID: uuid, page: page.page, owner: owner, counts: counts)
+        let jobCompleted: Bool?
+        if lastRows.isEmpty {
+            do {
+                jobCompleted = try await database.query(
+                    completion.query, preparedAs: CompleteJobPage.self, logger: logger
+                ).first?.decode(Bool.self)
+            } catch {
+                throw relayStoreFailure(error)
             }
-            return
+        } else {
+            jobCompleted = try await recordDeliveries(lastRows, completing: completion)
         }
-        _ = try await countRows(
-            """
-            UPDATE job_pages SET state = 'done', lease_owner = NULL, lease_until = NULL, devices = \(counts.devices),
-                delivered = \(counts.delivered), failed = \(counts.failed), skipped = \(counts.skipped),
-                deferred = \(counts.deferred)
-            WHERE job_id = \(uuid) AND page = \(page.page) AND state = 'leased' AND lease_owner = \(owner)
-            RETURNING 1::int8
-            """,
-            preparedAs: CompleteJobPage.self
-        )
-        try await completeJobIfDone(jobID: page.jobID)
+        if jobCompleted == false {
+            try await completeJobIfDone(jobID: page.jobID)
+        }
     }
 
     /// Adds a page of devices deferred to `dueAt` (quiet hours) to a running job.

@@ -51,6 +51,75 @@ struct JobCompletionTests {
         }
     }
 
+    @Test("the last page's completion completes the job with every page's counts; two last pages at once, once")
+    func lastPageCompletesTheJob() async throws {
+        try await withTenantStore { store in
+            /// A job planned into page 0 (two recipients without a device) and `pages` pages of one device each,
+            /// all claimed by "relay".
+            func plannedJob(pages: Int) async throws -> (JobRecord, [JobPage]) {
+                let job = try await store.createJob(
+                    tenant: "circl", notificationType: "message", idempotencyKey: nil, request: []
+                ).job
+                #expect(try await store.claimJobForPlanning(owner: "planner", lease: .seconds(30))?.id == job.id)
+                try await store.addJobPage(
+                    jobID: job.id, tenant: "circl", page: 0, dueAt: Date(), tokens: [], users: [], skipped: 2,
+                    done: true)
+                var leased: [JobPage] = []
+                for page in 1...pages {
+                    leased.append(
+                        try #require(
+                            try await store.addJobPage(
+                                jobID: job.id, tenant: "circl", page: page, dueAt: Date(timeIntervalSinceNow: -1),
+                                tokens: ["ab\(page)"], users: ["u\(page)"], leasedTo: "relay"
+                            )))
+                }
+                #expect(try await store.finishPlanning(jobID: job.id, owner: "planner"))
+                return (job, leased)
+            }
+            func row(_ job: JobRecord, _ page: Int, _ outcome: DeliveryOutcome) -> DeliveryRecord {
+                DeliveryRecord(
+                    tenantID: "circl", jobID: job.id, userID: "u\(page)", token: "ab\(page)", outcome: outcome,
+                    attempt: 1, sentAt: Date())
+            }
+            let (job, pages) = try await plannedJob(pages: 3)
+            try await store.completeJobPage(pages[0], owner: "relay", counts: JobPageCounts(devices: 1, delivered: 1))
+            try await store.completeJobPage(
+                pages[1], owner: "relay", counts: JobPageCounts(devices: 1, failed: 1),
+                lastRows: [row(job, 2, .retryLater)])
+            #expect(try await store.job(tenant: "circl", id: job.id)?.state == .running)
+            try await store.completeJobPage(
+                pages[2], owner: "relay", counts: JobPageCounts(devices: 1, delivered: 1),
+                lastRows: [row(job, 3, .delivered)])
+            let completed = try #require(try await store.job(tenant: "circl", id: job.id))
+            #expect(completed.state == .completed)
+            #expect(completed.finishedAt != nil)
+            let counts: [Int] = [completed.devices, completed.delivered, completed.failed, completed.skipped]
+            #expect(counts == [3, 2, 1, 2])
+
+            // A page no longer leased to the caller neither changes nor completes anything.
+            let (other, otherPages) = try await plannedJob(pages: 2)
+            try await store.completeJobPage(otherPages[0], owner: "relay", counts: JobPageCounts(devices: 1))
+            try await store.completeJobPage(otherPages[1], owner: "someone else", counts: JobPageCounts(devices: 1))
+            #expect(try await store.job(tenant: "circl", id: other.id)?.state == .running)
+
+            // Two last pages finishing at the same moment: the job is completed once, with both pages' counts.
+            for _ in 0..<5 {
+                let (pair, pairPages) = try await plannedJob(pages: 2)
+                async let first: Void = store.completeJobPage(
+                    pairPages[0], owner: "relay", counts: JobPageCounts(devices: 1, delivered: 1),
+                    lastRows: [row(pair, 1, .delivered)])
+                async let second: Void = store.completeJobPage(
+                    pairPages[1], owner: "relay", counts: JobPageCounts(devices: 1, delivered: 1),
+                    lastRows: [row(pair, 2, .delivered)])
+                _ = try await (first, second)
+                let both = try #require(try await store.job(tenant: "circl", id: pair.id))
+                #expect(both.state == .completed)
+                let counts: [Int] = [both.devices, both.delivered, both.skipped]
+                #expect(counts == [2, 2, 2])
+            }
+        }
+    }
+
     @Test("a job accepted leased to a planner is planned by it without a claim; one for later is not leased")
     func acceptedLeasedToPlanner() async throws {
         try await withTenantStore { store in
