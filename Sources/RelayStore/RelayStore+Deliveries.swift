@@ -276,9 +276,9 @@ extension RelayStore {
     /// The attempts to device `token` in `tenant`, the latest first, at most `limit`.
     ///
     /// They are found through the users a device row of `tenant` paired with `token` (now, or within the
-    /// retention: `token_users`), by the index of their users' rows (`deliveries_user_hash`): there is no index on the token of a
-    /// delivery. A row recorded for a pair no device ever held (only ``recordDeliveries(_:batchSize:)`` called
-    /// directly writes one) is not found.
+    /// retention: `token_users`), by the index of their users' rows (`deliveries_user_hash`): there is no index on
+    /// the token of a delivery. A row recorded for a pair no device ever held (only
+    /// ``recordDeliveries(_:batchSize:)`` called directly writes one) is not found.
     public func deliveries(tenant: String, token: String, limit: Int = 1_000) async throws(RelayStoreError)
         -> [DeliveryRecord]
     {
