@@ -48,7 +48,7 @@ public final class FanOutWorker: Sendable {
     /// Answers a sending page waits for before it takes them (all of them when fewer are in flight): each take
     /// wakes the page's task and each pass hands the sends it starts to the pools' event loops, so a take per
     /// answer or two cost two thread hops per notification. 96 rather than 32: the relay's CPU in 100,000-device
-    /// fan-outs 0.91 → 0.86 s per 100,000 (four each); 128 made 10,000-device fan-outs slower.
+    /// fan-outs 0.91 → 0.86 s per 100,000 (four each); 128 was slower at 10,000 devices in two rounds of four.
     static let answerBatch = 96
     /// Pages one process sends at once.
     static let pageLoops = 12
