@@ -135,8 +135,7 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     private var tokens = ProviderTokenRotation()
     private var reader = HTTP2FrameReader()
     private var headerBlocks: HeaderBlockEncoder
-    private var decoder = HPACKDecoder(
-        allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 16_384)
+    private var responseHeaders = ResponseHeaderDecoder()
     private var partialHeaders: PartialHeaderBlock?
     /// Frames written since the last flush, sent as one buffer.
     private var outbound = ByteBuffer()
@@ -571,21 +570,15 @@ final class APNsConnectionHandler: ChannelInboundHandler {
         _ block: ByteBuffer, streamID: UInt32, endStream: Bool
     ) throws(HTTP2ConnectionError) {
         // Every block is decoded, even for a stream we no longer track, to keep HPACK state in step.
-        var block = block
-        let headers: HPACKHeaders
+        let fields: ResponseHeaderDecoder.Fields
         do {
-            headers = try decoder.decodeHeaders(from: &block)
+            fields = try responseHeaders.decode(block)
         } catch {
             throw HTTP2ConnectionError(code: .compressionError, reason: "\(error)")
         }
         guard var stream = streams[streamID] else { return }
-        for (name, value, _) in headers {
-            if name == ":status" {
-                stream.status = Int(value)
-            } else if name == "apns-id" {
-                stream.apnsID = value
-            }
-        }
+        if let status = fields.status { stream.status = status }
+        if let apnsID = fields.apnsID { stream.apnsID = apnsID }
         if endStream {
             streams[streamID] = nil
             complete(stream)
