@@ -23,7 +23,7 @@
 #
 # Environment:
 #   PUSHRELAY_BIN       the relay binary (default .build/debug/pushrelay)
-#   THREE_DEVICES       devices (default 6000: 6 pages of 1,000; at most 10,000)
+#   THREE_DEVICES       devices (default 6000: pages of 250, 2,000, 2,000 and 1,750; at most 10,000)
 #   THREE_LATENCY_MS    the simulator's answer delay (default 20)
 #   THREE_TIMEOUT       seconds before the script gives up (default 600)
 set -euo pipefail
@@ -140,7 +140,7 @@ echo "  joint send rate                       ${send_rate}/s (circl's limit $RAT
 echo "  fan-out time                          ${fanout_s}s"
 check "three live relays in relay_nodes" eq "$live_nodes" 3
 check "every relay got client connections through HAProxy" eq "$relays_with_clients" 3
-# Not a check: a relay claims up to FanOutWorker.pageLoops (12) pages at once, so a job of a few pages may be
+# Not a check: a relay claims up to FanOutWorker.pageLoops (8) pages at once, so a job of a few pages may be
 # sent by one relay; Ops/fault-node-killed.sh shows the others finishing what a relay left.
 echo "  relays that sent pages                ${relays_with_pages} of 3"
 check "every page seen leased ($pages_seen of $pages), each by one owner" eq "$pages_seen:$pages_two_owners" "$pages:0"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ops/two-relays.sh: two `pushrelay serve` processes on one database share one fan-out: a job accepted
 # by one of them is sent page by page under leases by whichever relay claims each page (a relay takes up
-# to 12 pages at once, so a small job may go to one), every device exactly once.
+# to 8 pages at once, so a small job may go to one), every device exactly once.
 #
 #   bash Ops/two-relays.sh
 #
@@ -138,7 +138,7 @@ echo "  fan-out time                          ${fanout_s}s"
 check "every page seen leased ($pages_seen of $pages), each by one owner" eq "$pages_seen:$pages_two_owners" "$pages:0"
 check "every page claimed exactly once" eq "$pages_claimed_once" "$pages"
 check "pages leased only by relay A or relay B" eq "$pages_other" 0
-# Not a check: a relay claims up to FanOutWorker.pageLoops (12) pages at once, so a job of a few pages may be
+# Not a check: a relay claims up to FanOutWorker.pageLoops (8) pages at once, so a job of a few pages may be
 # sent by one relay (Ops/fault-node-killed.sh shows the others finishing what a relay left).
 echo "  both relays sent pages                $( [ "$pages_a" -gt 0 ] && [ "$pages_b" -gt 0 ] && echo yes || echo "no (A $pages_a, B $pages_b)")"
 check "pages of A and B cover the job's $DEVICES devices" eq "$((devices_a + devices_b))" "$DEVICES"

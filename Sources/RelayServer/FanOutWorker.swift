@@ -29,9 +29,11 @@ public final class FanOutWorker: Sendable {
     /// Devices of a job's first page: small, so that its planner statement and policy reads are short and the
     /// first sends start soon after the job is accepted, while the next pages are planned.
     static let openingPageSize = 250
-    /// Devices per page of a job's next pages up to page ``pageLoops``: a job of up to 11,250 devices spreads over
-    /// every page loop at once.
-    static let firstPageSize = 1_000
+    /// Devices per page of a job's next pages up to page ``pageLoops``: a job of up to 14,250 devices spreads over
+    /// every page loop at once. Pages of 2,000 sent by 8 loops of 384 sends each rather than pages of 1,000 by 12
+    /// loops of 256 (the same sends in flight, fewer statements per notification): ten interleaved rounds, 10,000
+    /// device fan-outs 0.137 → 0.134 s (faster in seven), 100,000 device ones 1.361 → 1.313 s (faster in eight).
+    static let firstPageSize = 2_000
     /// Devices per page after those: each page costs a few statements (claim, devices, policy, completion), and
     /// pages of 4,000 sent a 400,000-device fan-out 8 % faster than pages of 1,000 (busy CPU per notification
     /// 27 µs instead of 30 µs).
@@ -42,7 +44,7 @@ public final class FanOutWorker: Sendable {
         page == 1 ? openingPageSize : page <= pageLoops ? firstPageSize : laterPageSize
     }
     /// Sends of one page in flight at once.
-    static let concurrency = 256
+    static let concurrency = 384
     /// Answers a page hands to the delivery writer at once while it is sent.
     static let recordBatch = 250
     /// Answers a sending page waits for before it takes them (all of them when fewer are in flight): each take
@@ -51,7 +53,7 @@ public final class FanOutWorker: Sendable {
     /// fan-outs 0.91 → 0.86 s per 100,000 (four each); 128 was slower at 10,000 devices in two rounds of four.
     static let answerBatch = 96
     /// Pages one process sends at once.
-    static let pageLoops = 12
+    static let pageLoops = 8
     /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
     static let planLoops = 4
     /// How long a page or a planning lease lasts without renewal.
