@@ -64,12 +64,13 @@ struct ResponseHeaderDecoder {
                 } else if first & 0xE0 == 0 {
                     // Literal without indexing (0000) or never indexed (0001): the table is left alone.
                     guard let nameIndex = reader.integer(prefix: 4), nameIndex <= 61 else { return nil }
-                    let isStatus = staticStatus(nameIndex) != nil
+                    var isStatus = staticStatus(nameIndex) != nil
                     var isAPNsID = false
                     if nameIndex == 0 {
                         guard let name = reader.string() else { return nil }
                         isAPNsID = name.matches(raw: apnsIDName, huffman: apnsIDHuffmanName)
-                        guard isAPNsID || name.isValid else { return nil }
+                        isStatus = name.matches(raw: statusName, huffman: statusHuffmanName)
+                        guard isAPNsID || isStatus || name.isValid else { return nil }
                     }
                     guard let value = reader.string() else { return nil }
                     if isStatus {
@@ -107,6 +108,8 @@ struct ResponseHeaderDecoder {
     private static let apnsIDName = Array("apns-id".utf8)
     /// `apns-id` Huffman-coded: a string has one Huffman coding (its padding is fixed), so comparing bytes is exact.
     private static let apnsIDHuffmanName = HPACKHuffman.encode(apnsIDName)
+    private static let statusName = Array(":status".utf8)
+    private static let statusHuffmanName = HPACKHuffman.encode(statusName)
 }
 
 /// Reads a header block's integers and strings (RFC 7541 §5); every read returns `nil` on a malformed block.

@@ -50,6 +50,15 @@ struct ResponseHeaderDecoderTests {
         }
         let literal = try server.block([(":status", "429", .nonIndexable), ("apns-id", id, .nonIndexable)])
         #expect(ResponseHeaderDecoder.directFields(of: literal) == .init(status: 429, apnsID: id))
+        // `:status` and `apns-id` as literal names (not the static table's index), sent as is or Huffman-coded.
+        let named: [UInt8] =
+            [0x10, 0x07] + Array(":status".utf8) + [0x03] + Array("503".utf8)
+            + [0x00, 0x80 | UInt8(HPACKHuffman.encode(Array("apns-id".utf8)).count)]
+            + HPACKHuffman.encode(Array("apns-id".utf8)) + [0x02] + Array("ID".utf8)
+        #expect(ResponseHeaderDecoder.directFields(of: ByteBuffer(bytes: named)) == .init(status: 503, apnsID: "ID"))
+        var reference = Reference()
+        let expected = try reference.decode(ByteBuffer(bytes: named))
+        #expect(expected == .init(status: 503, apnsID: "ID"))
     }
 
     @Test("HPACK's Huffman code: every byte value of NIOHPACK's coding decodes, and `apns-id` codes as it does")
