@@ -193,9 +193,9 @@ enum HPACKHuffman {
         var start = [Int](repeating: 0, count: 31)
         var symbols: [Int] = []
         var codes = [UInt32](repeating: 0, count: 257)
-        /// For each byte value, the symbol whose code (of at most 8 bits) begins it and the code's length; length 0
-        /// when its code is longer.
-        var byteTable = [(symbol: UInt8, length: UInt8)](repeating: (0, 0), count: 256)
+        /// For each byte value, the symbol whose code (of at most 8 bits) begins it, and the code's length in the
+        /// high byte; 0 when its code is longer.
+        var shortCodes = [UInt16](repeating: 0, count: 256)
 
         init() {
             symbols = (0..<257).sorted { (lengths[$0], $0) < (lengths[$1], $1) }
@@ -217,7 +217,7 @@ enum HPACKHuffman {
                     let prefix = UInt32(byte >> (8 - length))
                     if prefix >= firstCode[length], prefix - firstCode[length] < count[length] {
                         let symbol = symbols[start[length] + Int(prefix - firstCode[length])]
-                        byteTable[byte] = (UInt8(symbol), UInt8(length))
+                        shortCodes[byte] = UInt16(length) << 8 | UInt16(symbol)
                         break
                     }
                 }
@@ -247,15 +247,11 @@ enum HPACKHuffman {
         return output
     }
 
-    /// For each byte value, the symbol whose code (of at most 8 bits) begins it, and the code's length in the high
-    /// byte; 0 when its code is longer.
-    private static let shortCodes: [UInt16] = layout.byteTable.map { UInt16($0.length) << 8 | UInt16($0.symbol) }
-
     /// The text Huffman-coded in `bytes`; `nil` when the code is invalid (EOS, a code that does not end, or padding
     /// of 8 bits or more or not of ones). Bytes that are not UTF-8 are repaired, as NIOHPACK's decoder does.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> String? {
         var valid = true
-        let text = shortCodes.withUnsafeBufferPointer { table in
+        let text = layout.shortCodes.withUnsafeBufferPointer { table in
             // A code is at least 5 bits long.
             String(unsafeUninitializedCapacity: bytes.count * 8 / 5 + 1) { output in
                 var written = 0
