@@ -32,16 +32,36 @@ public enum APNsTransportFailure: Error, Sendable, Hashable, CustomStringConvert
 
 /// A request as the pool tracks it across attempts. Event-loop bound: touched only on the pool's loop.
 final class PendingRequest {
+    /// Where the request's report goes: a future's promise, or the handler of a batch with the request's
+    /// position in it (``APNsPool/send(_:whenFull:answers:)``).
+    enum Completion: Sendable {
+        case promise(EventLoopPromise<APNsDeliveryReport>)
+        case answers(@Sendable (Int, Result<APNsDeliveryReport, any Error>) -> Void, position: Int)
+
+        /// Hands over the report (or the pool's refusal); called once.
+        func finish(_ result: Result<APNsDeliveryReport, any Error>) {
+            switch self {
+            case .promise(let promise): promise.completeWith(result)
+            case .answers(let answer, let position): answer(position, result)
+            }
+        }
+    }
+
     let notification: APNsNotification
     let deadline: NIODeadline
-    let promise: EventLoopPromise<APNsDeliveryReport>
+    let completion: Completion
     var attempts = 0
     var requeues = 0
 
-    init(notification: APNsNotification, deadline: NIODeadline, promise: EventLoopPromise<APNsDeliveryReport>) {
+    init(notification: APNsNotification, deadline: NIODeadline, completion: Completion) {
         self.notification = notification
         self.deadline = deadline
-        self.promise = promise
+        self.completion = completion
+    }
+
+    /// Hands the request's report (or the pool's refusal) to whoever waits for it; called once.
+    func finish(_ result: Result<APNsDeliveryReport, any Error>) {
+        completion.finish(result)
     }
 }
 

@@ -683,10 +683,9 @@ private struct PageSender {
     /// are written, but the page waits for a batch's write before it hands in the next one. Returns the last
     /// answers' rows (fewer than a batch), counted and not written: the page's completion writes them.
     ///
-    /// No task per notification: the requests started in one pass are handed to their pool together, as
-    /// futures whose answers the pool's event loop drops into an ``AnswerInbox``, and this task takes the
-    /// answers in batches (whatever came while it was recording or pacing). The pools are looked up once per
-    /// environment and page.
+    /// No task or future per notification: the requests started in one pass are handed to their pool together,
+    /// whose event loop drops their answers into an ``AnswerInbox``, and this task takes the answers in batches
+    /// (whatever came while it was recording or pacing). The pools are looked up once per environment and page.
     private func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws -> [DeliveryRecord] {
         let rate = tenant.rateLimits.notificationsPerSecond
         let inbox = AnswerInbox()
@@ -706,11 +705,9 @@ private struct PageSender {
         func submitBatches() {
             passStart = nil
             for (environment, batch) in batches where !batch.notifications.isEmpty {
-                let futures = batch.pool.sendFutures(batch.notifications)
-                for (index, future) in zip(batch.indices, futures) {
-                    future.whenComplete { result in
-                        inbox.put(Answer(index: index, result: result, at: ContinuousClock.now))
-                    }
+                let indices = batch.indices
+                batch.pool.send(batch.notifications) { position, result in
+                    inbox.put(Answer(index: indices[position], result: result, at: ContinuousClock.now))
                 }
                 batches[environment]?.removeAll()
             }

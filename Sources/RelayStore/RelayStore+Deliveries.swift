@@ -323,7 +323,14 @@ extension RelayStore {
     /// Refuses records of a tenant that does not exist (the table has no foreign key: checking it per row
     /// cost more than the insert). A tenant found once is not looked up again.
     private func checkTenants(of records: [DeliveryRecord]) async throws(RelayStoreError) {
-        let unchecked = Set(records.map(\.tenantID)).filter { !knownTenants.contains($0) }
+        // A batch is mostly runs of one tenant: each run's id is hashed once, not once per row.
+        var tenants: Set<String> = []
+        var last: String?
+        for record in records where record.tenantID != last {
+            last = record.tenantID
+            tenants.insert(record.tenantID)
+        }
+        let unchecked = tenants.filter { !knownTenants.contains($0) }
         guard !unchecked.isEmpty else { return }
         var found: Set<String> = []
         do {

@@ -94,6 +94,62 @@ struct EngineTests {
         }
     }
 
+    @Test func aBatchSentWithAnAnswerHandlerGetsEachReportOnceByPosition() async throws {
+        try await Harness.run(configure: { $0.recordRequests = true }) { h in
+            let pool = try await h.pool()
+            let tokens = (0..<7).map { _ in Harness.randomToken() }
+            var notifications = tokens.map { Harness.notification(token: $0) }
+            notifications.insert(Harness.notification(token: "abc"), at: 2)
+            let (answers, continuation) = AsyncStream.makeStream(of: (Int, Result<APNsDeliveryReport, any Error>).self)
+            pool.send(notifications) { position, result in continuation.yield((position, result)) }
+            var byPosition: [Int: Result<APNsDeliveryReport, any Error>] = [:]
+            for await (position, result) in answers {
+                #expect(byPosition[position] == nil, "position \(position) answered twice")
+                byPosition[position] = result
+                if byPosition.count == notifications.count { break }
+            }
+            #expect(Set(byPosition.keys) == Set(notifications.indices))
+            #expect(throws: APNsValidationError.deviceTokenOddLength(3)) { try byPosition[2]?.get() }
+            for position in notifications.indices where position != 2 {
+                #expect(try byPosition[position]?.get().outcome == .delivered)
+            }
+            #expect(h.simulator.statistics().responses(status: 200) == 7)
+            #expect(Set(h.simulator.receivedRequests().compactMap(\.deviceToken)) == Set(tokens))
+            await pool.shutdown()
+        }
+    }
+
+    @Test func anAnswerHandlerHearsThePoolsRefusals() async throws {
+        try await Harness.run(configure: { $0.faults.latency = .milliseconds(300) }) { h in
+            let pool = try await h.pool {
+                $0.connections = 1
+                $0.waitQueueCapacity = 3
+                $0.backPressure = .failFast
+            }
+            let (answers, continuation) = AsyncStream.makeStream(of: (Int, Result<APNsDeliveryReport, any Error>).self)
+            pool.send((0..<10).map { _ in Harness.notification() }) { position, result in
+                continuation.yield((position, result))
+            }
+            var positions: Set<Int> = []
+            var delivered = 0
+            var refused = 0
+            for await (position, result) in answers {
+                positions.insert(position)
+                switch result {
+                case .success(let report): if report.outcome == .delivered { delivered += 1 }
+                case .failure(let error):
+                    #expect((error as? APNsPoolError) == .queueFull(capacity: 3))
+                    refused += 1
+                }
+                if delivered + refused == 10 { break }
+            }
+            #expect(positions == Set(0..<10))
+            #expect(refused > 0)
+            #expect(h.simulator.statistics().requestsReceived == delivered)
+            await pool.shutdown()
+        }
+    }
+
     // MARK: Provider tokens
 
     @Test func tokenIsReusedBeforeFiftyMinutesAndReplacedAfter() async throws {
