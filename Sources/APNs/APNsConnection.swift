@@ -253,17 +253,8 @@ final class APNsConnectionHandler: ChannelInboundHandler {
             authorization: authorization, topic: n.topic, pushType: n.pushType.rawValue,
             priority: Self.priorityText(n.effectivePriority)
         )
-        var own = HPACKHeaders()
-        if let expiration = n.expiration {
-            own.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
-        }
-        if let collapseID = n.collapseID {
-            own.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
-        }
-        if let apnsID = n.apnsID {
-            own.add(name: "apns-id", value: apnsID.uuidString.lowercased(), indexing: .nonIndexable)
-        }
-        writeHeaders(path: "/3/device/" + n.deviceToken, repeated: repeated, own: own, streamID: streamID)
+        let own = HeaderBlockEncoder.OwnFields(expiration: n.expiration, collapseID: n.collapseID, apnsID: n.apnsID)
+        writeHeaders(device: n.deviceToken, repeated: repeated, own: own, streamID: streamID)
         outbound.writeHTTP2Frame(type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID, payload: n.payload)
         sendWindow -= n.payload.readableBytes
         scheduleFlush(context)
@@ -272,12 +263,13 @@ final class APNsConnectionHandler: ChannelInboundHandler {
 
     /// Writes a request's HEADERS frame (and CONTINUATION frames when the block exceeds the peer's frame size).
     private func writeHeaders(
-        path: String, repeated: HeaderBlockEncoder.RepeatedFields, own: HPACKHeaders, streamID: UInt32
+        device token: String, repeated: HeaderBlockEncoder.RepeatedFields, own: HeaderBlockEncoder.OwnFields,
+        streamID: UInt32
     ) {
         let headerStart = outbound.writerIndex
         outbound.writeHTTP2FrameHeader(length: 0, type: .headers, flags: HTTP2FrameFlag.endHeaders, streamID: streamID)
         let blockStart = outbound.writerIndex
-        headerBlocks.encode(path: path, repeated: repeated, own: own, to: &outbound)
+        headerBlocks.encode(device: token, repeated: repeated, own: own, to: &outbound)
         let blockLength = outbound.writerIndex - blockStart
         if blockLength <= peerMaxFrameSize {
             outbound.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)

@@ -76,14 +76,14 @@ public struct APNsNotification: Sendable {
         let utf8 = token.utf8
         if utf8.isEmpty { throw .emptyDeviceToken }
         if utf8.count % 2 != 0 { throw .deviceTokenOddLength(utf8.count) }
-        for byte in utf8 {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-                UInt8(ascii: "A")...UInt8(ascii: "F"):
-                continue
-            default: throw .deviceTokenNotHex
-            }
+        /// A digit, or a letter from a to f in either case (`| 0x20` lower-cases a letter).
+        func isHex(_ byte: UInt8) -> Bool {
+            byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
         }
+        // Checked over the string's bytes in place when it has them (every native string): a loop over the
+        // view's iterator was a hundredth of the relay's CPU in a fan-out.
+        let allHex = utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isHex) } ?? utf8.allSatisfy(isHex)
+        if !allHex { throw .deviceTokenNotHex }
     }
 
     /// Checks that `bytes` are a JSON object, as APNs requires of a payload.

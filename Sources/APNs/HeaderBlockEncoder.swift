@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHPACK
 
@@ -14,10 +15,37 @@ import NIOHPACK
 /// size change drops them too, since the next block must begin with the size update.
 ///
 /// `:path` differs in every request: it is written as a literal without indexing whose value is not
-/// Huffman-coded (19 more bytes for a 64-digit token, but Huffman-coding it was 7 % of a fan-out's relay CPU).
-/// The request's own fields are literals without indexing too, so they never change the table: when they are
-/// those of the previous block (the same expiration second), that block's bytes for them are written again.
+/// Huffman-coded (19 more bytes for a 64-digit token, but Huffman-coding it was 7 % of a fan-out's relay CPU),
+/// straight from the device token (no path string is made). The request's own fields are literals without
+/// indexing too, so they never change the table: when they are those of the previous block (the same
+/// expiration second), that block's bytes for them are written again, without making their header list.
 struct HeaderBlockEncoder {
+    /// A request's own fields, written in this order when present.
+    struct OwnFields: Equatable {
+        /// `apns-expiration`, in seconds since 1970.
+        var expiration: Int64?
+        /// `apns-collapse-id`.
+        var collapseID: String?
+        /// `apns-id`.
+        var apnsID: UUID?
+
+        /// The fields as header fields that are never indexed.
+        var headers: HPACKHeaders {
+            var headers = HPACKHeaders()
+            if let expiration {
+                headers.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
+            }
+            if let collapseID { headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable) }
+            if let apnsID {
+                headers.add(name: "apns-id", value: apnsID.uuidString.lowercased(), indexing: .nonIndexable)
+            }
+            return headers
+        }
+
+        /// Whether no field is present.
+        var isEmpty: Bool { expiration == nil && collapseID == nil && apnsID == nil }
+    }
+
     /// The fields that repeat across a run of requests.
     struct RepeatedFields: Equatable {
         /// The `authorization` value (`bearer <JWT>`), or `nil` with certificate credentials.
@@ -35,7 +63,7 @@ struct HeaderBlockEncoder {
     /// fields after it.
     private var kept: (fields: RepeatedFields, pseudo: ByteBuffer, regular: ByteBuffer)?
     /// The last block's own fields and their encoded bytes.
-    private var keptOwn: (fields: HPACKHeaders, bytes: ByteBuffer)?
+    private var keptOwn: (fields: OwnFields, bytes: ByteBuffer)?
     /// `:method`, `:scheme` and `:authority`, the same for every request of the connection.
     private let pseudoFields: HPACKHeaders
 
@@ -54,19 +82,19 @@ struct HeaderBlockEncoder {
         keptOwn = nil
     }
 
-    /// Writes the header block of a request for `path` to `buffer`.
-    mutating func encode(path: String, repeated: RepeatedFields, own: HPACKHeaders, to buffer: inout ByteBuffer) {
+    /// Writes the header block of a request to device `token` (`:path` `/3/device/<token>`) to `buffer`.
+    mutating func encode(device token: String, repeated: RepeatedFields, own: OwnFields, to buffer: inout ByteBuffer) {
         // Encoding into a buffer fails only while another encoding is open, which never happens here.
         if let kept, kept.fields == repeated {
             buffer.writeImmutableBuffer(kept.pseudo)
-            Self.writePath(path, to: &buffer)
+            Self.writePath(device: token, to: &buffer)
             buffer.writeImmutableBuffer(kept.regular)
             lastBlockReused = true
         } else {
             let pseudoStart = buffer.writerIndex
             try! encoder.encode(headers: pseudoFields, to: &buffer)
             let pseudo = Self.copy(of: buffer, from: pseudoStart)
-            Self.writePath(path, to: &buffer)
+            Self.writePath(device: token, to: &buffer)
             let regularStart = buffer.writerIndex
             var regularFields = HPACKHeaders()
             regularFields.reserveCapacity(4)
@@ -83,28 +111,27 @@ struct HeaderBlockEncoder {
             lastBlockReused = false
         }
         guard !own.isEmpty else { return }
-        // In order and with their indexing (`HPACKHeaders`'s `==` ignores both).
-        if let keptOwn,
-            keptOwn.fields.elementsEqual(
-                own, by: { $0.name == $1.name && $0.value == $1.value && $0.indexable == $1.indexable })
-        {
+        if let keptOwn, keptOwn.fields == own {
             buffer.writeImmutableBuffer(keptOwn.bytes)
             return
         }
         let ownStart = buffer.writerIndex
-        try! encoder.encode(headers: own, to: &buffer)
-        // Only literals that leave the table as it is may be written again.
-        let literalsOnly = own.allSatisfy { $0.indexable != .indexable }
-        keptOwn = literalsOnly ? (own, Self.copy(of: buffer, from: ownStart)) : nil
+        try! encoder.encode(headers: own.headers, to: &buffer)
+        // Literals that are never indexed: they leave the table as it is, so their bytes may be written again.
+        keptOwn = (own, Self.copy(of: buffer, from: ownStart))
     }
 
-    /// Writes `:path` as a literal header field without indexing, its name the static table's entry 4 and its
-    /// value not Huffman-coded (RFC 7541 §6.2.2).
-    static func writePath(_ path: String, to buffer: inout ByteBuffer) {
+    /// The start of every request's `:path`.
+    static let pathPrefix = "/3/device/"
+
+    /// Writes `:path` (`/3/device/<token>`) as a literal header field without indexing, its name the static
+    /// table's entry 4 and its value not Huffman-coded (RFC 7541 §6.2.2).
+    static func writePath(device token: String, to buffer: inout ByteBuffer) {
         // 0000 and the name's index in 4 bits; then H = 0 and the value's length in 7 bits.
         writeInteger(4, prefixBits: 4, to: &buffer)
-        writeInteger(path.utf8.count, prefixBits: 7, to: &buffer)
-        buffer.writeString(path)
+        writeInteger(pathPrefix.utf8.count + token.utf8.count, prefixBits: 7, to: &buffer)
+        buffer.writeString(pathPrefix)
+        buffer.writeString(token)
     }
 
     /// Writes `value` as an HPACK integer with a `prefixBits`-bit prefix, the bits before it zero (RFC 7541 §5.1;

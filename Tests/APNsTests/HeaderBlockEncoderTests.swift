@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHPACK
 import Testing
@@ -46,10 +47,9 @@ struct HeaderBlockEncoderTests {
             + [(second, false), (second, true), (second, true)]
         for (number, (fields, reuses)) in runs.enumerated() {
             let device = String(repeating: "\(number % 10)", count: 64)
-            var own = HPACKHeaders()
-            own.add(name: "apns-expiration", value: "\(number)", indexing: .nonIndexable)
+            let own = HeaderBlockEncoder.OwnFields(expiration: Int64(number))
             var block = ByteBuffer()
-            encoder.encode(path: "/3/device/" + device, repeated: fields, own: own, to: &block)
+            encoder.encode(device: device, repeated: fields, own: own, to: &block)
             #expect(try peer.decode(block) == Self.expected(device: device, fields, expiration: "\(number)"))
             #expect(encoder.lastBlockReused == reuses, "block \(number)")
         }
@@ -59,7 +59,7 @@ struct HeaderBlockEncoderTests {
         try encoder.setDynamicTableSize(512)
         for reuses in [false, false, true] {
             var block = ByteBuffer()
-            encoder.encode(path: "/3/device/abc", repeated: second, own: HPACKHeaders(), to: &block)
+            encoder.encode(device: "abc", repeated: second, own: .init(), to: &block)
             #expect(try peer.decode(block) == Self.expected(device: "abc", second))
             #expect(encoder.lastBlockReused == reuses)
         }
@@ -68,37 +68,41 @@ struct HeaderBlockEncoderTests {
     @Test(":path is a literal without indexing, its value not Huffman-coded, its length an HPACK integer")
     func pathLiteral() throws {
         var short = ByteBuffer()
-        HeaderBlockEncoder.writePath("/3/device/ab", to: &short)
+        HeaderBlockEncoder.writePath(device: "ab", to: &short)
         #expect(Array(short.readableBytesView) == [0x04, 12] + Array("/3/device/ab".utf8))
 
         // 200 bytes: the length is 127 (the 7-bit prefix full), then 73.
-        let long = "/3/device/" + String(repeating: "a", count: 190)
+        let token = String(repeating: "a", count: 190)
         var block = ByteBuffer()
-        HeaderBlockEncoder.writePath(long, to: &block)
+        HeaderBlockEncoder.writePath(device: token, to: &block)
         #expect(Array(block.readableBytesView.prefix(3)) == [0x04, 0x7F, 73])
         var peer = Peer()
-        #expect(try peer.decode(block) == [":path: " + long])
+        #expect(try peer.decode(block) == [":path: /3/device/" + token])
     }
 
-    @Test("own fields reused only when equal in order: each block decodes to its own fields")
-    func ownFieldsKeptInOrder() throws {
+    @Test("own fields written again only when equal: each block decodes to its own fields, in their order")
+    func ownFieldsKeptWhenEqual() throws {
         var encoder = HeaderBlockEncoder(authority: "api.push.apple.com")
         var peer = Peer()
         let fields = Self.fields(token: "token-one")
-        var expirationFirst = HPACKHeaders()
-        expirationFirst.add(name: "apns-expiration", value: "1700000000", indexing: .nonIndexable)
-        expirationFirst.add(name: "apns-collapse-id", value: "c1", indexing: .nonIndexable)
-        // The same fields in the other order: `HPACKHeaders`'s `==` takes them as equal.
-        var collapseFirst = HPACKHeaders()
-        collapseFirst.add(name: "apns-collapse-id", value: "c1", indexing: .nonIndexable)
-        collapseFirst.add(name: "apns-expiration", value: "1700000000", indexing: .nonIndexable)
-        for (number, own) in [expirationFirst, expirationFirst, collapseFirst, collapseFirst].enumerated() {
+        let id = UUID()
+        let owns: [HeaderBlockEncoder.OwnFields] = [
+            .init(expiration: 1_700_000_000, collapseID: "c1"), .init(expiration: 1_700_000_000, collapseID: "c1"),
+            .init(expiration: 1_700_000_001, collapseID: "c1"), .init(expiration: 1_700_000_001),
+            .init(collapseID: "c2", apnsID: id), .init(collapseID: "c2", apnsID: id), .init(),
+            .init(expiration: 1_700_000_001),
+        ]
+        for (number, own) in owns.enumerated() {
             let device = String(repeating: "\(number)", count: 64)
             var block = ByteBuffer()
-            encoder.encode(path: "/3/device/" + device, repeated: fields, own: own, to: &block)
+            encoder.encode(device: device, repeated: fields, own: own, to: &block)
             let decoded = try peer.decode(block)
             #expect(decoded.prefix(8) == Self.expected(device: device, fields).prefix(8))
-            #expect(Array(decoded.dropFirst(8)) == own.map { "\($0.name): \($0.value)" }, "block \(number)")
+            let ownFields =
+                (own.expiration.map { ["apns-expiration: \($0)"] } ?? [])
+                + (own.collapseID.map { ["apns-collapse-id: " + $0] } ?? [])
+                + (own.apnsID.map { ["apns-id: " + $0.uuidString.lowercased()] } ?? [])
+            #expect(Array(decoded.dropFirst(8)) == ownFields, "block \(number)")
         }
     }
 

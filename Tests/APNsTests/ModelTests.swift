@@ -32,6 +32,16 @@ struct ValidationTests {
         #expect(throws: APNsValidationError.deviceTokenOddLength(3)) { try notification(token: "abc").validate() }
         #expect(throws: APNsValidationError.deviceTokenNotHex) { try notification(token: "zz").validate() }
         #expect(throws: APNsValidationError.deviceTokenNotHex) { try notification(token: "ab/c").validate() }
+        #expect(throws: APNsValidationError.deviceTokenNotHex) { try notification(token: "0é0").validate() }
+    }
+
+    @Test func hexDigitsAreExactlyThoseOfEitherCase() {
+        let hex = Set("0123456789abcdefABCDEF".unicodeScalars.map { UInt8($0.value) })
+        for byte in UInt8(1)...127 {
+            let token = "0" + String(UnicodeScalar(byte))
+            let valid = (try? APNsNotification.validateDeviceToken(token)) != nil
+            #expect(valid == hex.contains(byte), "byte \(byte)")
+        }
     }
 
     @Test func enforcesPayloadLimitsPerPushType() throws {
