@@ -121,11 +121,7 @@ struct EngineTests {
 
     @Test func anAnswerHandlerHearsThePoolsRefusals() async throws {
         try await Harness.run(configure: { $0.faults.latency = .milliseconds(300) }) { h in
-            let pool = try await h.pool {
-                $0.connections = 1
-                $0.waitQueueCapacity = 3
-                $0.backPressure = .failFast
-            }
+            let pool = try await Self.failFastPool(h)
             let (answers, continuation) = AsyncStream.makeStream(of: (Int, Result<APNsDeliveryReport, any Error>).self)
             pool.send((0..<10).map { _ in Harness.notification() }) { position, result in
                 continuation.yield((position, result))
@@ -413,13 +409,18 @@ struct EngineTests {
 
     // MARK: Back-pressure
 
+    /// A pool of one connection that refuses sends beyond a queue of 3 instead of waiting.
+    private static func failFastPool(_ h: Harness) async throws -> APNsPool {
+        try await h.pool {
+            $0.connections = 1
+            $0.waitQueueCapacity = 3
+            $0.backPressure = .failFast
+        }
+    }
+
     @Test func fullPoolFailsFastWhenAskedTo() async throws {
         try await Harness.run(configure: { $0.faults.latency = .milliseconds(300) }) { h in
-            let pool = try await h.pool {
-                $0.connections = 1
-                $0.waitQueueCapacity = 3
-                $0.backPressure = .failFast
-            }
+            let pool = try await Self.failFastPool(h)
             // All ten reach the pool together (one hop to its event loop), before the first answer.
             let futures = pool.sendFutures((0..<10).map { _ in Harness.notification() })
             var delivered = 0
