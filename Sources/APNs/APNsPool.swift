@@ -200,8 +200,8 @@ public final class APNsPool: @unchecked Sendable {
     /// ``sendFutures(_:whenFull:)`` without a future per notification, for a caller that takes many reports at
     /// once: `answers` gets each notification's report with its position in `notifications`, once each, on the
     /// pool's event loop (an invalid notification's ``APNsValidationError`` or the pool's refusal may come on
-    /// the calling thread, before this returns). A future per notification and a callback on it cost the relay a
-    /// twentieth of its CPU time in a fan-out.
+    /// the calling thread, before this returns). A future per notification and a callback on it were about a
+    /// twentieth of the relay's CPU samples in a fan-out's profile.
     public func send(
         _ notifications: [APNsNotification], whenFull: APNsBackPressure? = nil,
         answers: @escaping @Sendable (Int, Result<APNsDeliveryReport, any Error>) -> Void

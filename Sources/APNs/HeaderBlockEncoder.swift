@@ -35,7 +35,9 @@ struct HeaderBlockEncoder {
             if let expiration {
                 headers.add(name: "apns-expiration", value: String(expiration), indexing: .nonIndexable)
             }
-            if let collapseID { headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable) }
+            if let collapseID {
+                headers.add(name: "apns-collapse-id", value: collapseID, indexing: .nonIndexable)
+            }
             if let apnsID {
                 headers.add(name: "apns-id", value: apnsID.uuidString.lowercased(), indexing: .nonIndexable)
             }
