@@ -23,6 +23,16 @@ struct DeadlineClient: Sendable {
     let deadline: TimeAmount
     /// Where the deadline timers run.
     let eventLoop: any EventLoop
+    /// Connections kept leased for the prepared statements and ``rows(_:logger:)``.
+    let held: HeldConnections
+
+    /// `client` behind `deadline`, its timers on `eventLoop`, holding a few of its connections between calls.
+    init(client: PostgresClient, deadline: TimeAmount, eventLoop: any EventLoop) {
+        self.client = client
+        self.deadline = deadline
+        self.eventLoop = eventLoop
+        self.held = HeldConnections(client: client)
+    }
 
     /// `client.query` within the deadline.
     @discardableResult
@@ -36,13 +46,54 @@ struct DeadlineClient: Sendable {
         _ query: PostgresQuery, preparedAs name: Name.Type, logger: Logger
     ) async throws -> [PostgresRow] {
         guard PreparedQueryTexts.shared.claim(ObjectIdentifier(name), for: query.sql) else {
-            return try await withDeadline { try await client.query(query, logger: logger).collect() }
+            return try await rows(query, logger: logger)
         }
         let statement = PreparedQuery<Name>(bindings: query.binds)
-        return try await withDeadline {
+        return try await withDeadline { [client, held] in
+            if let connection = await held.take() {
+                return try await Self.using(connection, of: held) { connection in
+                    var rows: [PostgresRow] = []
+                    for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                    return rows
+                }
+            }
             var rows: [PostgresRow] = []
             for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
             return rows
+        }
+    }
+
+    /// Every row of `query` within the deadline, which covers them all: on a held connection when one is free,
+    /// else on a pooled one.
+    func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await withDeadline { [client, held] in
+            if let connection = await held.take() {
+                return try await Self.using(connection, of: held) { connection in
+                    try await connection.query(query, logger: logger).collect()
+                }
+            }
+            return try await client.query(query, logger: logger).collect()
+        }
+    }
+
+    /// Runs `body` on `connection` and puts it back into `held`, also when `body` throws; a cancelled call (its
+    /// deadline passed) abandons its place among the held connections at once.
+    private static func using<Result: Sendable>(
+        _ connection: HeldConnections.Held,
+        of held: HeldConnections,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        try await withTaskCancellationHandler {
+            do {
+                let result = try await body(connection.connection)
+                held.putBack(connection)
+                return result
+            } catch {
+                held.putBack(connection)
+                throw error
+            }
+        } onCancel: {
+            held.abandon(connection)
         }
     }
 

@@ -127,7 +127,7 @@ extension RelayStore {
             let batch = try DeliveryColumns(records[start..<end])
             let query = batch.insertQuery()
             let (_, created) = try await writeCreatingPartitions(of: batch) { database, logger in
-                _ = try await database.query(query, logger: logger)
+                _ = try await database.rows(query, logger: logger)
             }
             // The insert, and when a day had no partition, the partitions' statement and the insert again.
             report.statements += created == nil ? 1 : 3
@@ -151,8 +151,8 @@ extension RelayStore {
         let query = batch.insertQuery(completing: completion)
         return try await writeCreatingPartitions(of: batch) { database, logger in
             var jobCompleted: Bool?
-            for try await completed in try await database.query(query, logger: logger).decode(Bool.self) {
-                jobCompleted = completed
+            for row in try await database.rows(query, logger: logger) {
+                jobCompleted = try row.decode(Bool.self)
             }
             return jobCompleted
         }.result

@@ -52,7 +52,12 @@ public struct RelayStore: Sendable {
 
     /// Runs the connection pool until the calling task is cancelled.
     public func run() async {
-        await client.run()
+        // The held connections go back to the pool as it shuts down: its run ends once they are all back.
+        await withTaskCancellationHandler {
+            await client.run()
+        } onCancel: {
+            database.held.close()
+        }
     }
 
     /// Creates a store, runs its pool while `body` runs, and shuts the pool down afterwards.

@@ -1,0 +1,122 @@
+import Foundation
+import PostgresNIO
+import Testing
+
+@testable import RelayStore
+
+@Suite("Connections held for the hot path")
+struct HeldConnectionsTests {
+    private enum BackendID: PreparedStatementName {}
+
+    /// The server process of the connection a prepared call runs on.
+    private static func preparedBackend(_ store: RelayStore) async throws -> Int {
+        let rows = try await store.database.query(
+            "SELECT pg_backend_pid()::int8", preparedAs: BackendID.self, logger: quietLogger)
+        return try #require(rows.first).decode(Int.self)
+    }
+
+    /// The server process of the connection a ``DeadlineClient/rows(_:logger:)`` call runs on.
+    private static func backend(_ store: RelayStore, sleeping seconds: Double = 0) async throws -> Int {
+        let rows = try await store.database.rows(
+            "SELECT pg_backend_pid()::int8 FROM pg_sleep(\(seconds))", logger: quietLogger)
+        return try #require(rows.first).decode(Int.self)
+    }
+
+    /// The server process of `connection`.
+    private static func backend(on connection: PostgresConnection) async throws -> Int {
+        let rows = try await connection.query("SELECT pg_backend_pid()::int8", logger: quietLogger).collect()
+        return try #require(rows.first).decode(Int.self)
+    }
+
+    @Test("calls one after another run on one held connection, prepared or not")
+    func callsInTurnShareOneConnection() async throws {
+        try await withMigratedStore { store in
+            var backends: Set<Int> = []
+            for _ in 0..<6 {
+                backends.insert(try await Self.preparedBackend(store))
+                backends.insert(try await Self.backend(store))
+            }
+            #expect(backends.count == 1)
+            #expect(store.database.held.count == 1)
+        }
+    }
+
+    @Test("a held connection the server ended goes back to the pool: the next call leases another one")
+    func anEndedConnectionIsReplaced() async throws {
+        try await withMigratedStore { store in
+            let held = HeldConnections(client: store.client, limit: 2)
+            let first = try #require(await held.take())
+            let firstBackend = try await Self.backend(on: first.connection)
+            held.putBack(first)
+            _ = try await store.client.query("SELECT pg_terminate_backend(\(firstBackend)::int4)", logger: quietLogger)
+                .collect()
+            // postgres-nio marks the connection closed once the server has closed its socket.
+            for _ in 0..<250 where !first.connection.isClosed { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(first.connection.isClosed)
+            let next = try #require(await held.take())
+            #expect(next !== first)
+            #expect(try await Self.backend(on: next.connection) != firstBackend)
+            #expect(held.count == 1)
+            held.putBack(next)
+            held.close()
+        }
+    }
+
+    @Test("more calls at once than held connections: the others go through the pool, and every one answers")
+    func moreCallsThanHeldConnections() async throws {
+        try await withMigratedStore { store in
+            let backends = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<12 { group.addTask { try await Self.backend(store, sleeping: 0.1) } }
+                return try await group.reduce(into: Set<Int>()) { $0.insert($1) }
+            }
+            #expect(backends.count > store.database.held.limit)
+            #expect(store.database.held.count <= store.database.held.limit)
+        }
+    }
+
+    @Test("a connection unused for the idle limit goes back to the pool; one used in time is taken again")
+    func idleConnectionsGoBack() async throws {
+        try await withMigratedStore { store in
+            let held = HeldConnections(client: store.client, limit: 2, idleLimit: .seconds(1))
+            let first = try #require(await held.take())
+            held.putBack(first)
+            let again = try #require(await held.take())
+            #expect(again === first)
+            held.putBack(again)
+            try await Task.sleep(for: .milliseconds(1_500))
+            let later = try #require(await held.take())
+            #expect(later !== first)
+            #expect(held.count == 1)
+            held.putBack(later)
+            held.close()
+        }
+    }
+
+    @Test("a call past its deadline gives up its place at once; its connection goes back when the call ends")
+    func aCallPastItsDeadlineGivesUpItsPlace() async throws {
+        try await withMigratedStore(callDeadline: .milliseconds(1_500)) { store in
+            _ = try await Self.backend(store)
+            #expect(store.database.held.count == 1)
+            await #expect(throws: RelayStoreError.self) { _ = try await Self.backend(store, sleeping: 5) }
+            // The deadline answers the caller, then cancels the call, which gives up its place.
+            for _ in 0..<100 where store.database.held.count != 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(store.database.held.count == 0)
+            // The late call still ends (PostgreSQL finishes the sleep); calls go on meanwhile.
+            _ = try await Self.backend(store)
+            #expect(store.database.held.count == 1)
+        }
+    }
+
+    @Test("closed, the holder gives its connections back and holds no more; calls still answer through the pool")
+    func closedHolderHoldsNone() async throws {
+        try await withMigratedStore { store in
+            _ = try await Self.preparedBackend(store)
+            #expect(store.database.held.count == 1)
+            store.database.held.close()
+            #expect(store.database.held.count == 0)
+            _ = try await Self.preparedBackend(store)
+            _ = try await Self.backend(store)
+            #expect(store.database.held.count == 0)
+        }
+    }
+}
