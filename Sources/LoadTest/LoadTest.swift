@@ -465,7 +465,6 @@ private final class LoadTestRun: Sendable {
         client: PushRelayClient,
         pid: Int32
     ) async throws -> LoadTestReport.FanOut {
-        let rowsBefore = try await store.insertedRows()
         let startT = now
         // The relay's CPU is read at both ends: a 10,000 fan-out takes less than the 250 ms between samples.
         let before = ProcessReading.read(pid: pid, at: startT)
@@ -506,9 +505,7 @@ private final class LoadTestRun: Sendable {
         let seconds = job.finishedAtMs > 0 && finished > 0 && finished <= polled ? finished : polled
         let endT = now
         let after = ProcessReading.read(pid: pid, at: endT)
-        // pg_stat_database is published up to a second late.
-        try await Task.sleep(for: .milliseconds(1100))
-        let rowsAfter = try await store.insertedRows()
+        let rowsWritten = try await store.rowsWritten(jobID: answer.jobID)
         let window = readings(from: startT, to: endT + 0.3) + [before, after].compactMap { $0 }
         let cpu = (after?.cpuSeconds ?? 0) - (before?.cpuSeconds ?? 0)
         let rows = try await store.deliveryRowsByJob(since: started)[answer.jobID] ?? 0
@@ -523,7 +520,7 @@ private final class LoadTestRun: Sendable {
             skipped: Int(job.skipped), rows: rows, relayCPUSeconds: cpu,
             relayCPUSecondsPer100k: cpu / Double(size) * 100_000,
             relayPeakRSSMiB: Double(window.map(\.rssBytes).max() ?? 0) / 1_048_576,
-            postgresRowsPerSecond: Double(rowsAfter - rowsBefore) / seconds,
+            postgresRowsPerSecond: Double(rowsWritten) / seconds,
             deliveryRowsPerSecond: Double(rows) / seconds
         )
         progress.finish(

@@ -160,7 +160,7 @@ public struct LoadTestReport: Codable, Sendable {
         public var relayCPUSecondsPer100k: Double
         /// Largest relay RSS seen during the fan-out, MiB.
         public var relayPeakRSSMiB: Double
-        /// Rows PostgreSQL inserted per second over the fan-out (every table: deliveries, pages, ...).
+        /// Rows the fan-out inserted into PostgreSQL per second: its job, its pages and its delivery rows.
         public var postgresRowsPerSecond: Double
         /// Delivery rows per second over the fan-out.
         public var deliveryRowsPerSecond: Double
