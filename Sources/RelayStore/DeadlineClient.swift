@@ -14,8 +14,9 @@ import Synchronization
 /// task, cancelled when the call ends: no sleeping Swift task is left behind per call (a cancelled
 /// `Task.sleep` keeps its memory until its deadline, which at hundreds of calls a second adds up).
 ///
-/// The deadline covers getting a connection and the first answer of a query; the rows of a query that has
-/// begun answering arrive on a live connection, and a connection that dies fails them.
+/// The deadline of ``query(_:logger:)`` covers getting a connection and the first answer; the rows of a query
+/// that has begun answering arrive on a live connection, and a connection that dies fails them. The deadline of
+/// the prepared calls and ``rows(_:logger:)`` covers all their rows.
 struct DeadlineClient: Sendable {
     /// The pool.
     let client: PostgresClient
@@ -76,25 +77,32 @@ struct DeadlineClient: Sendable {
         }
     }
 
-    /// Runs `body` on `connection` and puts it back into `held`, also when `body` throws; a cancelled call (its
-    /// deadline passed) abandons its place among the held connections at once.
+    /// Runs `body` on `connection` unless the call is cancelled already, then puts the connection back into
+    /// `held`, also when `body` throws. A call cancelled while `body` runs (its deadline passed, or its caller was
+    /// cancelled) abandons its place among the held connections at once: a call stuck on a connection would keep
+    /// it for good.
     private static func using<Result: Sendable>(
         _ connection: HeldConnections.Held,
         of held: HeldConnections,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
-        try await withTaskCancellationHandler {
+        let result: Swift.Result<Result, any Error>
+        if Task.isCancelled {
+            result = .failure(CancellationError())
+        } else {
             do {
-                let result = try await body(connection.connection)
-                held.putBack(connection)
-                return result
+                result = .success(
+                    try await withTaskCancellationHandler {
+                        try await body(connection.connection)
+                    } onCancel: {
+                        held.abandon(connection)
+                    })
             } catch {
-                held.putBack(connection)
-                throw error
+                result = .failure(error)
             }
-        } onCancel: {
-            held.abandon(connection)
         }
+        held.putBack(connection)
+        return try result.get()
     }
 
     /// `client.withConnection` within the deadline, which covers `body` too.

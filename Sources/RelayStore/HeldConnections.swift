@@ -15,8 +15,12 @@ import Synchronization
 /// fewer are held; with all of them in use it returns `nil` and the caller goes through the pool. A held
 /// connection goes back with ``putBack(_:)``; one that is closed (PostgreSQL restarted or ended it) is given
 /// back to the pool instead, which drops it, and so is one idle for ``idleLimit`` (noticed at the next take or
-/// put back). ``close()`` gives every held connection back and holds no more: the pool's `run()` only ends once
-/// its connections are back.
+/// put back). A lease waits for the pool as any call does, and a cancelled caller (its deadline passed) stops
+/// waiting for it. ``close()`` gives every idle held connection back and holds no more, so that the tasks holding
+/// the leases end when the pool shuts down (its shutdown closes the connections, leased or not).
+///
+/// A held connection is used while the closure of its `withConnection` waits, not after: postgres-nio takes it
+/// back only once that closure returns.
 final class HeldConnections: Sendable {
     /// A connection leased from the pool until ended, counted among the held until ended or abandoned.
     final class Held: Sendable {
@@ -128,8 +132,9 @@ final class HeldConnections: Sendable {
         end(ended)
     }
 
-    /// Stops counting `held`, whose call was cancelled (its deadline passed): a call stuck on a connection
-    /// would otherwise keep its place for good. The connection goes back to the pool when the call ends.
+    /// Stops counting `held`, whose call was cancelled (its deadline passed, or its caller was cancelled): a call
+    /// stuck on a connection would otherwise keep its place for good. The connection goes back to the pool when
+    /// the call ends and puts it back.
     func abandon(_ held: Held) {
         if held.uncount() { state.withLock { $0.count -= 1 } }
     }
@@ -151,23 +156,25 @@ final class HeldConnections: Sendable {
     }
 
     /// Leases a connection from the pool in a task of its own, which keeps the lease until the connection is
-    /// ended; `nil` when the pool gives none.
+    /// ended; `nil` when the pool gives none or the caller is cancelled first (the lease request is then
+    /// cancelled too, and a connection leased all the same goes straight back).
     private func lease() async -> Held? {
         let client = client
-        return await withCheckedContinuation { (got: CheckedContinuation<Held?, Never>) in
-            let handed = Mutex(false)
-            Task {
-                do {
-                    try await client.withConnection { connection in
-                        await withCheckedContinuation { (lease: CheckedContinuation<Void, Never>) in
-                            handed.withLock { $0 = true }
-                            got.resume(returning: Held(connection: connection, lease: lease))
-                        }
-                    }
-                } catch {
-                    if !handed.withLock({ $0 }) { got.resume(returning: nil) }
+        let (handOver, handing) = AsyncStream.makeStream(of: Held.self, bufferingPolicy: .bufferingNewest(1))
+        let leasing = Task {
+            defer { handing.finish() }
+            try await client.withConnection { connection in
+                await withCheckedContinuation { (lease: CheckedContinuation<Void, Never>) in
+                    let held = Held(connection: connection, lease: lease)
+                    if case .terminated = handing.yield(held) { _ = held.end() }
                 }
             }
+        }
+        return await withTaskCancellationHandler {
+            var next = handOver.makeAsyncIterator()
+            return await next.next()
+        } onCancel: {
+            leasing.cancel()
         }
     }
 }

@@ -52,7 +52,8 @@ public struct RelayStore: Sendable {
 
     /// Runs the connection pool until the calling task is cancelled.
     public func run() async {
-        // The held connections go back to the pool as it shuts down: its run ends once they are all back.
+        // The pool's shutdown closes every connection; the idle held ones are given back too, so that the tasks
+        // holding their leases end.
         await withTaskCancellationHandler {
             await client.run()
         } onCancel: {
