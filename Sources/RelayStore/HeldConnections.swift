@@ -113,7 +113,14 @@ final class HeldConnections: Sendable {
         case .held(let held): return held
         case .none: return nil
         case .lease:
-            if let held = await lease() { return held }
+            // The pool may hand out a connection the server has just closed before it learns of the close (one
+            // given back closed a moment ago): a statement on it would never be answered. Such a lease goes
+            // straight back, and another is asked for.
+            for _ in 0..<3 {
+                guard let held = await lease() else { break }
+                guard held.connection.isClosed else { return held }
+                _ = held.end()
+            }
             state.withLock { $0.count -= 1 }
             return nil
         }
