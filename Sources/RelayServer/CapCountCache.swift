@@ -53,20 +53,21 @@ final class CapCountCache: Sendable {
     /// Creates an empty cache.
     init() {}
 
-    /// What is known of `users`' rows of `notificationType`, with the oldest epoch among them (and the most
-    /// open jobs any of their epochs saw); `nil` when nothing is.
+    /// What is known of `users`' rows of `notificationType`, one count per user in their order (-1 for a user not
+    /// counted before), with the oldest epoch among them (and the most open jobs any of their epochs saw); `nil`
+    /// when nothing is.
     func known(tenant: String, notificationType: String, users: [String]) -> KnownRowCounts? {
         state.withLock { state in
             guard let scope = state.scopes[Scope(tenant: tenant, notificationType: notificationType)] else {
                 return nil
             }
-            var rows: [String: Int] = [:]
+            var rows = [Int](repeating: -1, count: users.count)
             var oldest: RowCountEpoch?
             var openJobs = 0
             var lastEpoch = -1
-            for user in users {
+            for (index, user) in users.enumerated() {
                 guard let known = state.users[Key(scope: scope, user: user)] else { continue }
-                rows[user] = known.rows
+                rows[index] = known.rows
                 // A page's users mostly share one epoch: each is looked at once per run of them.
                 guard known.epoch != lastEpoch else { continue }
                 lastEpoch = known.epoch
@@ -82,11 +83,13 @@ final class CapCountCache: Sendable {
 
     /// Remembers what a read of `users` counted (``UserPolicyRows/countedRows``) as of its epoch: the rows it
     /// found, and none for each user it counted without finding any (every user `known` did not hold). A user
-    /// `known` held and the read did not count keeps what was known, which still bounds it.
+    /// `known` held and the read did not count keeps what was known, which still bounds it. `known` is what
+    /// ``known(tenant:notificationType:users:)`` gave for the same `users`.
     func remember(
         tenant: String, notificationType: String, users: [String], known: KnownRowCounts?, counted: [String: Int],
         epoch: RowCountEpoch
     ) {
+        let knownRows = known?.rows ?? []
         state.withLock { state in
             if state.users.count + users.count > Self.capacity || state.epochs.count >= Self.epochCapacity {
                 state.clear()
@@ -96,8 +99,15 @@ final class CapCountCache: Sendable {
             state.scopes[scopeKey] = scope
             let epochIndex = state.epochs.count
             state.epochs.append(epoch)
-            for user in users {
-                guard let rows = counted[user] ?? (known?.rows[user] == nil ? 0 : nil) else { continue }
+            for (index, user) in users.enumerated() {
+                let rows: Int
+                if !counted.isEmpty, let found = counted[user] {
+                    rows = found
+                } else if index >= knownRows.count || knownRows[index] < 0 {
+                    rows = 0
+                } else {
+                    continue
+                }
                 state.users[Key(scope: scope, user: user)] = Known(rows: rows, epoch: epochIndex)
             }
         }

@@ -89,12 +89,17 @@ struct SentCountTests {
             }
             // A page of at least `boundedCountUsers` users: the others have no rows.
             let others = (1...RelayStore.boundedCountUsers).map { "other\($0)" }
-            func read(_ users: [String], known: KnownRowCounts?) async throws -> UserPolicyRows {
-                try await store.userPolicy(
-                    tenant: "circl", users: users + others,
+            /// Reads `users` and the others, knowing the counts `known` of some of them as of `epoch`.
+            func read(
+                _ users: [String], known: [String: Int] = [:], epoch: RowCountEpoch? = nil
+            ) async throws -> UserPolicyRows {
+                let all = users + others
+                return try await store.userPolicy(
+                    tenant: "circl", users: all,
                     reading: .init(
                         preferences: false, mutes: false, presence: false,
-                        cap: ("announcement", .init(maxPerHour: 4)), known: known),
+                        cap: ("announcement", .init(maxPerHour: 4)),
+                        known: epoch.map { KnownRowCounts(rows: all.map { known[$0] ?? -1 }, epoch: $0) }),
                     now: instant(0))
             }
             // One job of the type is open (accepted, not planned) when u1 and u2 are counted.
@@ -107,13 +112,13 @@ struct SentCountTests {
                     preferences: false, mutes: false, presence: false, cap: ("announcement", .init(maxPerHour: 1))),
                 now: instant(0))
             #expect(few.epoch == nil && few.sentCounts == ["u1": SentCount(lastHour: 1, lastDay: 1)])
-            let first = try await read(["u1", "u2"], known: nil)
+            let first = try await read(["u1", "u2"])
             #expect(first.countedRows == ["u1": 1] && first.sentCounts.isEmpty)
             let epoch = try #require(first.epoch)
             #expect(epoch.openJobs == 1)
             // u2 was counted with none. (Its row of job b, written after the count by no job the bound knows of,
             // shows which users a read counts again: it could not happen.)
-            let known = KnownRowCounts(rows: ["u1": 1, "u2": 0], epoch: epoch)
+            let known = ["u1": 1, "u2": 0]
             try await store.recordDeliveries([
                 row("u2", job: "b", type: "announcement", secondsAgo: 60),
                 row("u3", job: "a", type: "announcement", secondsAgo: 60),
@@ -121,16 +126,25 @@ struct SentCountTests {
 
             // Nothing inserted since: u1's 1 + 1 open job < 4 and u2's 0 + 1, not counted again; u3, never counted,
             // is.
-            #expect(try await read(["u1", "u2", "u3"], known: known).countedRows == ["u3": 1])
+            #expect(try await read(["u1", "u2", "u3"], known: known, epoch: epoch).countedRows == ["u3": 1])
             // Two jobs of the type since (and one of another type, which does not count): u1's 1 + 1 + 2 reaches 4
             // and is counted again, u2's 0 + 1 + 2 is not.
             let later = [try await newJob(), try await newJob()]
             _ = try await newJob("message")
             try await store.recordDeliveries(
                 [open, later[0], later[1]].map { row("u1", job: $0.id, type: "announcement", secondsAgo: 30) })
-            let third = try await read(["u1", "u2"], known: known)
+            let third = try await read(["u1", "u2"], known: known, epoch: epoch)
             #expect(third.countedRows == ["u1": 4])
             #expect(third.sentCounts == ["u1": SentCount(lastHour: 4, lastDay: 4)])
+            // Known counts go with the read's users one for one: another number is refused, not guessed at.
+            await #expect(throws: RelayStoreError.self) {
+                try await store.userPolicy(
+                    tenant: "circl", users: ["u1", "u2"] + others,
+                    reading: .init(
+                        preferences: false, mutes: false, presence: false,
+                        cap: ("announcement", .init(maxPerHour: 4)), known: KnownRowCounts(rows: [1, 0], epoch: epoch)),
+                    now: instant(0))
+            }
         }
     }
 
