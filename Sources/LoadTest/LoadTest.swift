@@ -505,10 +505,10 @@ private final class LoadTestRun: Sendable {
         let seconds = job.finishedAtMs > 0 && finished > 0 && finished <= polled ? finished : polled
         let endT = now
         let after = ProcessReading.read(pid: pid, at: endT)
-        let rowsWritten = try await store.rowsWritten(jobID: answer.jobID)
         let window = readings(from: startT, to: endT + 0.3) + [before, after].compactMap { $0 }
         let cpu = (after?.cpuSeconds ?? 0) - (before?.cpuSeconds ?? 0)
         let rows = try await store.deliveryRowsByJob(since: started)[answer.jobID] ?? 0
+        let rowsWritten = try await store.jobAndPageRows(jobID: answer.jobID) + rows
         let span = try await store.deliveryTimespan(jobID: answer.jobID)
         let result = LoadTestReport.FanOut(
             size: size, tenant: tenant.id, jobID: answer.jobID, ackMilliseconds: ack, seconds: seconds,

@@ -50,14 +50,11 @@ struct DeadlineClient: Sendable {
             return try await rows(query, logger: logger)
         }
         let statement = PreparedQuery<Name>(bindings: query.binds)
-        return try await withDeadline { [client, held] in
-            if let connection = await held.take() {
-                return try await Self.using(connection, of: held) { connection in
-                    var rows: [PostgresRow] = []
-                    for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-                    return rows
-                }
-            }
+        return try await onHeldOrPooled { connection in
+            var rows: [PostgresRow] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        } pooled: { client in
             var rows: [PostgresRow] = []
             for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
             return rows
@@ -67,13 +64,24 @@ struct DeadlineClient: Sendable {
     /// Every row of `query` within the deadline, which covers them all: on a held connection when one is free,
     /// else on a pooled one.
     func rows(_ query: PostgresQuery, logger: Logger) async throws -> [PostgresRow] {
+        try await onHeldOrPooled { connection in
+            try await connection.query(query, logger: logger).collect()
+        } pooled: { client in
+            try await client.query(query, logger: logger).collect()
+        }
+    }
+
+    /// `onConnection` within the deadline, which covers it all, on a held connection when one is free
+    /// (``using(_:of:_:)``), else `pooled` on the pool.
+    private func onHeldOrPooled<Result: Sendable>(
+        _ onConnection: @escaping @Sendable (PostgresConnection) async throws -> Result,
+        pooled: @escaping @Sendable (PostgresClient) async throws -> Result
+    ) async throws -> Result {
         try await withDeadline { [client, held] in
             if let connection = await held.take() {
-                return try await Self.using(connection, of: held) { connection in
-                    try await connection.query(query, logger: logger).collect()
-                }
+                return try await Self.using(connection, of: held, onConnection)
             }
-            return try await client.query(query, logger: logger).collect()
+            return try await pooled(client)
         }
     }
 
