@@ -84,12 +84,14 @@ final class CapCountCache: Sendable {
     /// Remembers what a read of `users` counted (``UserPolicyRows/countedRows``) as of its epoch: the rows it
     /// found, and none for each user it counted without finding any (every user `known` did not hold). A user
     /// `known` held and the read did not count keeps what was known, which still bounds it. `known` is what
-    /// ``known(tenant:notificationType:users:)`` gave for the same `users`.
+    /// ``known(tenant:notificationType:users:)`` gave for the same `users`; counts for another number of users
+    /// say nothing reliable of these, so nothing is remembered then (a recount later, never a wrong decision).
     func remember(
         tenant: String, notificationType: String, users: [String], known: KnownRowCounts?, counted: [String: Int],
         epoch: RowCountEpoch
     ) {
         let knownRows = known?.rows ?? []
+        guard known == nil || knownRows.count == users.count else { return }
         state.withLock { state in
             if state.users.count + users.count > Self.capacity || state.epochs.count >= Self.epochCapacity {
                 state.clear()
@@ -103,7 +105,7 @@ final class CapCountCache: Sendable {
                 let rows: Int
                 if !counted.isEmpty, let found = counted[user] {
                     rows = found
-                } else if index >= knownRows.count || knownRows[index] < 0 {
+                } else if knownRows.isEmpty || knownRows[index] < 0 {
                     rows = 0
                 } else {
                     continue

@@ -617,8 +617,8 @@ private struct PageSender {
     /// for them (a page taken over) and the policy's state for their users. A claimed page of listed devices
     /// reads all three at once; a claimed topic range page learns its devices first.
     ///
-    /// The policy gets the users sorted: its index lookups (three a page, when the planner probes the indexes
-    /// user by user) then walk each index in order.
+    /// The policy gets each user once (a user may have several devices on a page), sorted: where PostgreSQL's
+    /// plan probes an index user by user in the given order, it walks the index in order.
     private func readRecipients(
         policy: RecipientPolicy, now: Date
     ) async throws -> (devices: [DeviceTarget], recorded: [String: DeliveryOutcome], state: PolicyState) {

@@ -96,7 +96,9 @@ public struct UserPolicyRows: Sendable, Hashable {
     /// What each user at the type's cap received of it.
     public var sentCounts: [String: SentCount] = [:]
     /// The rows of the capped type of each user this read counted and found any for. A user it counted and found
-    /// none for is absent, as is a user it did not count; it counts every user not in ``UserPolicyReads/known``.
+    /// none for is absent, as is a user it did not count. It counts every user whose known count is -1 (every
+    /// user when ``UserPolicyReads/known`` is `nil`), and each known user whose count plus the jobs of the type
+    /// since may reach the lower cap.
     public var countedRows: [String: Int] = [:]
     /// When this read counted, if it counted.
     public var epoch: RowCountEpoch?

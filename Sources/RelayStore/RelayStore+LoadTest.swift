@@ -90,7 +90,8 @@ extension RelayStore {
         do {
             for try await rows in try await client.query(
                 """
-                SELECT (SELECT count(*) FROM jobs WHERE id = \(uuid)) + (SELECT count(*) FROM job_pages WHERE job_id = \(uuid))
+                SELECT (SELECT count(*) FROM jobs WHERE id = \(uuid))
+                     + (SELECT count(*) FROM job_pages WHERE job_id = \(uuid))
                 """,
                 logger: logger
             ).decode(Int.self) {

@@ -40,6 +40,12 @@ struct CapCountCacheTests {
             epoch: Self.epoch(50))
         #expect(cache.known(tenant: "a", notificationType: "x", users: ["u5", "u1"])?.rows == [0, 5])
         #expect(cache.known(tenant: "a", notificationType: "x", users: ["u1"])?.epoch.order == 50)
+        // Counts for another number of users than the read's are not taken for these users: nothing is remembered.
+        cache.remember(
+            tenant: "a", notificationType: "x", users: ["u1", "u6", "u7"], known: earlier, counted: ["u1": 9],
+            epoch: Self.epoch(60))
+        let after = cache.known(tenant: "a", notificationType: "x", users: ["u1", "u6", "u7"])
+        #expect(after?.rows == [5, -1, -1] && after?.epoch.order == 50)
     }
 
     @Test("it forgets everything at its capacity of reads, and of users")
