@@ -6,12 +6,21 @@ import Synchronization
 final class ProgressLine: Sendable {
     private let isTerminal: Bool
     private let interval: Double
+    private let output: @Sendable (String) -> Void
     private let state = Mutex<(lastPrinted: Double, live: Bool)>((-1e9, false))
 
-    /// Progress on standard output; `interval` seconds between plain lines.
-    init(interval: Double = 5) {
-        self.isTerminal = isatty(STDOUT_FILENO) == 1
+    /// Progress on standard output (a live line when it is a terminal); `interval` seconds between plain lines.
+    convenience init(interval: Double = 5) {
+        self.init(interval: interval, isTerminal: isatty(STDOUT_FILENO) == 1) { text in
+            FileHandle.standardOutput.write(Data(text.utf8))
+        }
+    }
+
+    /// Progress written to `output`, as a live line when `isTerminal`, else a plain line every `interval` seconds.
+    init(interval: Double, isTerminal: Bool, output: @escaping @Sendable (String) -> Void) {
+        self.isTerminal = isTerminal
         self.interval = interval
+        self.output = output
     }
 
     /// Shows `done` of `total` for `phase`, at `rate` per second, `elapsed` seconds into the phase.
@@ -33,7 +42,7 @@ final class ProgressLine: Sendable {
             state.lastPrinted = now
             return text + "\n"
         }
-        if let write { Self.print(write) }
+        if let write { output(write) }
     }
 
     /// Ends the live line (if any) and prints `line`.
@@ -45,11 +54,7 @@ final class ProgressLine: Sendable {
             }
             return state.live
         }
-        Self.print((live ? "\r\u{1B}[K" : "") + line + "\n")
-    }
-
-    private static func print(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        output((live ? "\r\u{1B}[K" : "") + line + "\n")
     }
 
     /// `1h02m`, `3m07s` or `42s`.
