@@ -114,11 +114,14 @@ final class HeldConnections: Sendable {
         case .none: return nil
         case .lease:
             // The pool may hand out a connection the server has just closed before it learns of the close (one
-            // given back closed a moment ago): a statement on it would never be answered. Such a lease goes
-            // straight back, and another is asked for.
+            // given back closed a moment ago): a statement on it would never be answered. A connection is closed
+            // (`isClosed`) before its close future completes, and the pool learns of the close in that future's
+            // first callback: such a lease waits for the future, so that the pool drops the connection when it
+            // comes back instead of handing it out again, and another is asked for.
             for _ in 0..<3 {
                 guard let held = await lease() else { break }
                 guard held.connection.isClosed else { return held }
+                try? await held.connection.closeFuture.get()
                 _ = held.end()
             }
             state.withLock { $0.count -= 1 }

@@ -88,6 +88,32 @@ struct HeldConnectionsTests {
         }
     }
 
+    @Test("a held connection closed before the pool heard of it is not handed out again: the next call leases another")
+    func aClosingConnectionIsNotLeasedAgain() async throws {
+        try await withMigratedStore { store in
+            for _ in 0..<2 {
+                let held = HeldConnections(client: store.client, limit: 2)
+                let first = try #require(await Self.within { await held.take() })
+                let firstBackend = try await Self.backend(on: first.connection)
+                held.putBack(first)
+                // A connection is closed as soon as its close starts; the pool hears of it from the close future,
+                // completed on the connection's event loop a turn later. Closing it in a turn that then keeps the
+                // loop busy leaves the pool unaware of the close while the next call takes a connection.
+                let connection = first.connection
+                connection.eventLoop.execute {
+                    let _: EventLoopFuture<Void> = connection.close()
+                    Thread.sleep(forTimeInterval: 0.2)
+                }
+                let giveUp = ContinuousClock.now + .seconds(10)
+                while !connection.isClosed, ContinuousClock.now < giveUp { await Task.yield() }
+                let next = try #require(await Self.within { await held.take() })
+                #expect(try await Self.within { try await Self.backend(on: next.connection) } != firstBackend)
+                held.putBack(next)
+                held.close()
+            }
+        }
+    }
+
     @Test("more calls at once than held connections: the others go through the pool, and every one answers")
     func moreCallsThanHeldConnections() async throws {
         try await withMigratedStore { store in
