@@ -10,6 +10,8 @@ public enum Zstd {
     private static let contentSizeUnknown = UInt64.max
     /// `ZSTD_CONTENTSIZE_ERROR`: the bytes are not a zstd frame header.
     private static let contentSizeError = UInt64.max - 1
+    /// The first four bytes of a zstd frame (not a skippable one), little-endian.
+    private static let magicNumber: UInt32 = 0xFD2F_B528
 
     /// Compresses a whole body into one zstd frame that declares its content size.
     public static func compress(_ body: ByteBuffer, level: Int32 = 3, allocator: ByteBufferAllocator) -> ByteBuffer {
@@ -31,9 +33,20 @@ public enum Zstd {
     }
 
     /// The content size a zstd frame declares, or the error that refuses it: `DECOMPRESSED_TOO_LARGE`
-    /// when no size is declared or it is over `limit`, `BAD_COMPRESSION` when the bytes are no zstd frame.
+    /// when no size is declared or it is over `limit`, `BAD_COMPRESSION` when the bytes are not exactly one
+    /// zstd frame (a skippable frame, trailing bytes or a second frame are refused too).
     public static func declaredSize(of body: ByteBuffer, limit: Int) throws(ProtocolError) -> Int {
-        let size = body.withUnsafeReadableBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
+        let (size, frameBytes) = body.withUnsafeReadableBytes { bytes in
+            (
+                ZSTD_getFrameContentSize(bytes.baseAddress, bytes.count),
+                ZSTD_findFrameCompressedSize(bytes.baseAddress, bytes.count)
+            )
+        }
+        guard body.readableBytes >= 4, body.getInteger(at: body.readerIndex, endianness: .little) == magicNumber,
+            ZSTD_isError(frameBytes) == 0, frameBytes == body.readableBytes
+        else {
+            throw ProtocolError(.badCompression, "the body is not exactly one zstd frame")
+        }
         switch size {
         case contentSizeUnknown:
             throw ProtocolError(.decompressedTooLarge, "the zstd frame does not declare its content size")
@@ -55,14 +68,20 @@ public enum Zstd {
         allocator: ByteBufferAllocator
     ) throws(ProtocolError) -> ByteBuffer {
         let size = try declaredSize(of: body, limit: limit)
-        var output = allocator.buffer(capacity: size)
-        let result = body.withUnsafeReadableBytes { source in
-            output.writeWithUnsafeMutableBytes(minimumWritableBytes: size) { destination in
+        var output = allocator.buffer(capacity: max(size, 1))
+        var failed = false
+        body.withUnsafeReadableBytes { source in
+            _ = output.writeWithUnsafeMutableBytes(minimumWritableBytes: max(size, 1)) { destination in
                 let result = ZSTD_decompress(destination.baseAddress, size, source.baseAddress, source.count)
-                return ZSTD_isError(result) == 0 ? result : 0
+                // A frame whose content is longer or shorter than it declares is refused, as is any other error.
+                guard ZSTD_isError(result) == 0, result == size else {
+                    failed = true
+                    return 0
+                }
+                return result
             }
         }
-        guard result == size else {
+        guard !failed else {
             throw ProtocolError(.badCompression, "the zstd body does not decompress to its declared \(size) bytes")
         }
         return output

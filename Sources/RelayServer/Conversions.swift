@@ -29,6 +29,11 @@ extension Pushrelay_V1_Environment {
     }
 }
 
+extension APNsEnvironment {
+    /// The environment as the wire's enum names it: `PRODUCTION` or `SANDBOX`.
+    var wireName: String { self == .production ? "PRODUCTION" : "SANDBOX" }
+}
+
 extension Pushrelay_V1_Device {
     /// The wire form of a registry row.
     init(_ record: DeviceRecord) {
@@ -127,7 +132,7 @@ extension ProtocolError {
         switch error {
         case .invalidDeviceRegistration(let reason):
             self.init(.invalidArgument, reason)
-        case .invalidArgument(let reason):
+        case .invalidArgument(let reason), .statementRejected(let reason):
             self.init(.invalidArgument, reason)
         case .unknownTenant(let tenant):
             self.init(.notFound, "no tenant \(tenant)")

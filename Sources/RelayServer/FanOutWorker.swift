@@ -260,7 +260,7 @@ public final class FanOutWorker: Sendable {
             throw ProtocolError(.notFound, "tenant \(job.tenantID) is gone")
         }
         let request = try Pushrelay_V1_Send(serializedBytes: job.request)
-        let plan = try SendPlan(request, tenant: tenant, limits: ProtocolLimits(maxRecipients: .max))
+        let plan = try SendPlan(request, tenant: tenant)
         remember(plan, tenant: tenant, jobID: job.id)
         return (plan, tenant)
     }

@@ -31,10 +31,7 @@ final class JobDispatcher: Sendable {
         limits: ProtocolLimits,
         logger: Logger
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
-        let plan = try SendPlan(request, tenant: tenant, limits: limits)
-        if request.idempotencyKey.utf8.count > SendPlan.maximumIDBytes {
-            throw .invalidArgument("send.idempotency_key", "the idempotency key is at most 200 bytes")
-        }
+        let plan = try SendPlan(request, tenant: tenant)
         // A job due now goes to a planner of this process that waits for work, if there is one: it is written
         // leased to this process and planned without a claim.
         let scheduledLater = plan.schedule.earliest.map { $0 > Date() } ?? false

@@ -46,6 +46,11 @@ public final class RelayServer: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelOption(
+                .writeBufferWaterMark,
+                value: .init(
+                    low: RelaySessionHandler.outboundLowWaterMark, high: RelaySessionHandler.outboundHighWaterMark)
+            )
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let number = counter.wrappingAdd(1, ordering: .relaxed).newValue

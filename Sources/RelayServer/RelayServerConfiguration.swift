@@ -15,6 +15,9 @@ public struct RelayServerConfiguration: Sendable {
     public var helloTimeout: Duration
     /// Time without a client frame after which the relay says GOODBYE and closes; `nil` never.
     public var idleTimeout: Duration?
+    /// Time a connection's answers may wait for a peer that does not read them (the socket not writable)
+    /// before the connection is closed.
+    public var writeStallTimeout: Duration
     /// Time a graceful close waits for in-flight requests before closing anyway.
     public var closeGracePeriod: Duration
     /// Answers at least this large are compressed for clients that accept zstd.
@@ -28,6 +31,7 @@ public struct RelayServerConfiguration: Sendable {
         limits: ProtocolLimits = ProtocolLimits(),
         helloTimeout: Duration = .seconds(10),
         idleTimeout: Duration? = .seconds(300),
+        writeStallTimeout: Duration = .seconds(30),
         closeGracePeriod: Duration = .seconds(30),
         compressionThreshold: Int = 8_192
     ) {
@@ -37,6 +41,7 @@ public struct RelayServerConfiguration: Sendable {
         self.limits = limits
         self.helloTimeout = helloTimeout
         self.idleTimeout = idleTimeout
+        self.writeStallTimeout = writeStallTimeout
         self.closeGracePeriod = closeGracePeriod
         self.compressionThreshold = compressionThreshold
     }

@@ -22,6 +22,7 @@ public final class RelayService: Sendable {
     public let worker: FanOutWorker
     let logger: Logger
     private let tenants: TenantDirectory
+    private let credentials: CredentialDirectory
     private let dispatcher: JobDispatcher
 
     /// A service over `store` sending through `pools`.
@@ -41,38 +42,57 @@ public final class RelayService: Sendable {
         self.logger = logger
         let tenants = TenantDirectory(store: store)
         self.tenants = tenants
+        self.credentials = CredentialDirectory(store: store)
         self.worker = FanOutWorker(store: store, pools: pools, results: results, tenants: tenants, logger: logger)
         self.dispatcher = JobDispatcher(store: store, worker: worker)
     }
 
     /// Checks a HELLO: the credential must belong to the named tenant, which must be enabled.
-    /// Returns the tenant id the connection is bound to.
-    public func authenticate(_ hello: Pushrelay_V1_Hello) async throws(ProtocolError) -> String {
-        let tenantID: String?
+    /// Returns the credential the connection is bound to, with its tenant.
+    ///
+    /// The error never repeats what HELLO carried: a client that swapped its tenant and its secret must not
+    /// see its secret echoed.
+    public func authenticate(_ hello: Pushrelay_V1_Hello) async throws(ProtocolError) -> VerifiedCredential {
+        let credential: VerifiedCredential?
         do {
-            tenantID = try await store.verifyCredential(hello.credential)
+            credential = try await store.verifyCredential(hello.credential)
         } catch {
             throw ProtocolError(error)
         }
-        guard let tenantID, tenantID == hello.tenant else {
-            throw ProtocolError(.authenticationFailed, "the credential is not valid for tenant '\(hello.tenant)'")
+        guard let credential, credential.tenantID == hello.tenant else {
+            throw ProtocolError(.authenticationFailed, "the credential is not valid for the tenant HELLO names")
         }
-        guard let tenant = try await tenants.refresh(tenantID), tenant.enabled else {
-            throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is disabled")
+        guard let tenant = try await tenants.refresh(credential.tenantID), tenant.enabled else {
+            throw ProtocolError(.authenticationFailed, "tenant '\(credential.tenantID)' is disabled")
         }
-        return tenantID
+        return credential
     }
+
+    /// Whether `credential` still gives its rights: `AUTHENTICATION_FAILED` once it is revoked or its tenant
+    /// disabled, as read at most a few seconds ago (``rightsLifetime``).
+    public func checkRights(_ credential: VerifiedCredential) async throws(ProtocolError) {
+        guard try await credentials.isValid(credential.id) else {
+            throw ProtocolError(.authenticationFailed, "the credential was revoked")
+        }
+        guard let record = try await tenants.tenant(credential.tenantID), record.enabled else {
+            throw ProtocolError(.authenticationFailed, "tenant '\(credential.tenantID)' is disabled")
+        }
+    }
+
+    /// The longest a revoke or a tenant's disabling goes unseen by a connection's requests.
+    public static var rightsLifetime: Duration { max(CredentialDirectory.lifetime, TenantDirectory.lifetime) }
 
     /// Answers one request of an authenticated connection of `tenant`: the answer's kind and body.
     /// `logger` carries the request's metadata (`tenant`, `connection`, `request`); failures of the relay
     /// itself (`INTERNAL`, `UNAVAILABLE`) are logged with it, and accepted sends with their `job`.
     public func handle(
         _ frame: Frame,
-        tenant tenantID: String,
+        caller: VerifiedCredential,
         logger: Logger
     ) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
         do {
-            return try await answer(frame, tenant: tenantID, logger: logger)
+            try await checkRights(caller)
+            return try await answer(frame, tenant: caller.tenantID, logger: logger)
         } catch {
             if error.code == .internal || error.code == .unavailable {
                 logger.warning(
@@ -92,31 +112,35 @@ public final class RelayService: Sendable {
         tenant tenantID: String,
         logger: Logger
     ) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
-        guard let record = try await tenants.tenant(tenantID), record.enabled else {
-            throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is disabled")
+        guard let record = try await tenants.tenant(tenantID) else {
+            throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is gone")
         }
         let tenant = record.configuration
+        let now = Date().unixMilliseconds
+        let limits = self.limits
+        func request<M: ValidatedRequest>(_ type: M.Type = M.self) throws(ProtocolError) -> M {
+            try frame.request(limits: limits, nowMilliseconds: now)
+        }
         let answer: any SwiftProtobuf.Message
         switch frame.kind {
-        case .registerDevice: answer = try await registerDevice(try frame.decode(), tenant: tenant)
-        case .unregisterDevice: answer = try await unregisterDevice(try frame.decode(), tenant: tenantID)
-        case .listDevices: answer = try await listDevices(try frame.decode(), tenant: tenantID)
+        case .registerDevice: answer = try await registerDevice(try request(), tenant: tenant)
+        case .unregisterDevice: answer = try await unregisterDevice(try request(), tenant: tenantID)
+        case .listDevices: answer = try await listDevices(try request(), tenant: tenantID)
         case .send:
             answer = try await dispatcher.send(
-                try frame.decode(), raw: Array(frame.body.readableBytesView), tenant: tenant, limits: limits,
+                try request(), raw: Array(frame.body.readableBytesView), tenant: tenant, limits: limits,
                 logger: logger
             )
-        case .jobStatus: answer = try await jobStatus(try frame.decode(), tenant: tenantID)
-        case .cancelJob: answer = try await dispatcher.cancel(try frame.decode(), tenant: tenantID, logger: logger)
-        case .queryDeliveries: answer = try await queryDeliveries(try frame.decode(), tenant: tenantID)
-        case .setPreferences: answer = try await setPreferences(try frame.decode(), tenant: tenant)
+        case .jobStatus: answer = try await jobStatus(try request(), tenant: tenantID)
+        case .cancelJob: answer = try await dispatcher.cancel(try request(), tenant: tenantID, logger: logger)
+        case .queryDeliveries: answer = try await queryDeliveries(try request(), tenant: tenantID)
+        case .setPreferences: answer = try await setPreferences(try request(), tenant: tenant)
         case .getPreferences:
-            answer = try await preferences(
-                of: (try frame.decode() as Pushrelay_V1_GetPreferences).userID, tenant: tenant)
-        case .setMute: answer = try await setMute(try frame.decode(), tenant: tenantID)
-        case .clearMute: answer = try await clearMute(try frame.decode(), tenant: tenantID)
-        case .listMutes: answer = try await listMutes(try frame.decode(), tenant: tenantID)
-        case .setPresence: answer = try await setPresence(try frame.decode(), tenant: tenantID)
+            answer = try await preferences(of: (try request() as Pushrelay_V1_GetPreferences).userID, tenant: tenant)
+        case .setMute: answer = try await setMute(try request(), tenant: tenantID)
+        case .clearMute: answer = try await clearMute(try request(), tenant: tenantID)
+        case .listMutes: answer = try await listMutes(try request(), tenant: tenantID)
+        case .setPresence: answer = try await setPresence(try request(), tenant: tenantID)
         default:
             throw ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1")
         }
@@ -139,9 +163,16 @@ public final class RelayService: Sendable {
         _ request: Pushrelay_V1_RegisterDevice,
         tenant: TenantConfiguration
     ) async throws(ProtocolError) -> Pushrelay_V1_RegisterDeviceResult {
-        try Self.checkID(request.userID, field: "register_device.user_id")
         guard let environment = request.environment.apns else {
             throw .invalidArgument("register_device.environment", "environment is PRODUCTION or SANDBOX")
+        }
+        let environments = Set(tenant.bundleIDs.values.flatMap(\.environments))
+        guard environments.contains(environment) else {
+            throw .invalidArgument(
+                "register_device.environment",
+                "\(tenant.id) sends only to \(environments.map(\.wireName).sorted().joined(separator: ", ")); "
+                    + "a \(environment.wireName) token would never be delivered"
+            )
         }
         let unknownTopics = request.topics.filter { !tenant.subscriptionTopics.contains($0) }
         guard unknownTopics.isEmpty else {
@@ -199,7 +230,6 @@ public final class RelayService: Sendable {
         _ request: Pushrelay_V1_ListDevices,
         tenant: String
     ) async throws(ProtocolError) -> Pushrelay_V1_DeviceList {
-        try Self.checkID(request.userID, field: "list_devices.user_id")
         do {
             var answer = Pushrelay_V1_DeviceList()
             answer.devices = try await store.devices(tenant: tenant, user: request.userID).map(Pushrelay_V1_Device.init)
@@ -229,14 +259,6 @@ public final class RelayService: Sendable {
         tenant: String
     ) async throws(ProtocolError) -> Pushrelay_V1_DeliveryList {
         let limit = request.limit == 0 ? 100 : Int(request.limit)
-        guard limit <= 1_000 else { throw .invalidArgument("query_deliveries.limit", "limit is at most 1000") }
-        let filters = [
-            !request.jobID.isEmpty, !request.userID.isEmpty, !request.token.isEmpty,
-            request.fromMs != 0 || request.toMs != 0,
-        ]
-        guard filters.count(where: { $0 }) == 1 else {
-            throw .invalidArgument("query_deliveries", "give exactly one of job_id, user_id, token or from_ms/to_ms")
-        }
         let rows: [DeliveryRecord]
         do {
             if !request.jobID.isEmpty {
@@ -246,21 +268,16 @@ public final class RelayService: Sendable {
             } else if !request.token.isEmpty {
                 rows = try await store.deliveries(tenant: tenant, token: request.token, limit: limit)
             } else {
-                guard request.fromMs < request.toMs else {
-                    throw ProtocolError.invalidArgument("query_deliveries.to_ms", "to_ms must be after from_ms")
-                }
+                // A bound past the calendar's end means "until the end": no row is later.
+                let latest = FieldRules.latestMilliseconds
                 rows = try await store.deliveries(
-                    tenant: tenant, from: Date(unixMilliseconds: request.fromMs),
-                    to: Date(unixMilliseconds: request.toMs),
+                    tenant: tenant, from: Date(unixMilliseconds: min(request.fromMs, latest)),
+                    to: Date(unixMilliseconds: min(request.toMs, latest)),
                     limit: limit
                 )
             }
-        } catch let error as ProtocolError {
-            throw error
-        } catch let error as RelayStoreError {
-            throw ProtocolError(error)
         } catch {
-            throw ProtocolError(.internal, "\(error)")
+            throw ProtocolError(error)
         }
         var answer = Pushrelay_V1_DeliveryList()
         answer.deliveries = rows.map(Pushrelay_V1_Delivery.init)
@@ -273,7 +290,6 @@ public final class RelayService: Sendable {
         _ request: Pushrelay_V1_SetPreferences,
         tenant: TenantConfiguration
     ) async throws(ProtocolError) -> Pushrelay_V1_Preferences {
-        try Self.checkID(request.userID, field: "set_preferences.user_id")
         var settings: [String: Bool] = [:]
         for preference in request.preferences {
             guard let type = tenant.notificationTypes[preference.notificationType] else {
@@ -301,7 +317,6 @@ public final class RelayService: Sendable {
     private func preferences(of user: String, tenant: TenantConfiguration) async throws(ProtocolError)
         -> Pushrelay_V1_Preferences
     {
-        try Self.checkID(user, field: "get_preferences.user_id")
         let stored: [String: Bool]
         do {
             stored = try await store.preferences(tenant: tenant.id, user: user)
@@ -323,7 +338,6 @@ public final class RelayService: Sendable {
     private func setMute(_ request: Pushrelay_V1_SetMute, tenant: String) async throws(ProtocolError)
         -> Pushrelay_V1_Mute
     {
-        try Self.checkID(request.userID, field: "set_mute.user_id")
         let until = request.untilMs == 0 ? nil : Date(unixMilliseconds: request.untilMs)
         do {
             let mute = try await store.setMute(
@@ -340,7 +354,6 @@ public final class RelayService: Sendable {
     private func clearMute(_ request: Pushrelay_V1_ClearMute, tenant: String) async throws(ProtocolError)
         -> Pushrelay_V1_ClearMuteResult
     {
-        try Self.checkID(request.userID, field: "clear_mute.user_id")
         do {
             var answer = Pushrelay_V1_ClearMuteResult()
             answer.removed = UInt32(
@@ -358,7 +371,6 @@ public final class RelayService: Sendable {
     private func listMutes(_ request: Pushrelay_V1_ListMutes, tenant: String) async throws(ProtocolError)
         -> Pushrelay_V1_MuteList
     {
-        try Self.checkID(request.userID, field: "list_mutes.user_id")
         do {
             var answer = Pushrelay_V1_MuteList()
             answer.mutes = try await store.mutes(tenant: tenant, user: request.userID).map(Pushrelay_V1_Mute.init)
@@ -371,8 +383,6 @@ public final class RelayService: Sendable {
     private func setPresence(_ request: Pushrelay_V1_SetPresence, tenant: String) async throws(ProtocolError)
         -> Pushrelay_V1_Presence
     {
-        try Self.checkID(request.userID, field: "set_presence.user_id")
-        try Self.checkID(request.threadID, field: "set_presence.thread_id")
         let until = request.seconds == 0 ? nil : Date().addingTimeInterval(Double(request.seconds))
         do {
             try await store.setPresence(tenant: tenant, user: request.userID, threadID: request.threadID, until: until)
@@ -384,12 +394,6 @@ public final class RelayService: Sendable {
         answer.threadID = request.threadID
         answer.untilMs = until?.unixMilliseconds ?? 0
         return answer
-    }
-
-    private static func checkID(_ id: String, field: String) throws(ProtocolError) {
-        guard !id.isEmpty, id.utf8.count <= SendPlan.maximumIDBytes else {
-            throw .invalidArgument(field, "\(field) must be 1 to \(SendPlan.maximumIDBytes) bytes")
-        }
     }
 }
 
@@ -415,8 +419,10 @@ extension Pushrelay_V1_RegisterDeviceResult.Status {
 /// for its tenant's configuration and a `tenant sync` or `disable` still takes effect quickly.
 actor TenantDirectory {
     private let store: RelayStore
+    /// How long a record is kept: a disabled tenant is refused at most this long after `admin tenant disable`.
+    static let lifetime: Duration = .seconds(2)
+
     private var cache: [String: (record: TenantRecord, readAt: ContinuousClock.Instant)] = [:]
-    private let lifetime: Duration = .seconds(5)
 
     init(store: RelayStore) {
         self.store = store
@@ -424,7 +430,7 @@ actor TenantDirectory {
 
     /// The tenant's record, at most a few seconds old.
     func tenant(_ id: String) async throws(ProtocolError) -> TenantRecord? {
-        if let cached = cache[id], ContinuousClock.now - cached.readAt < lifetime { return cached.record }
+        if let cached = cache[id], ContinuousClock.now - cached.readAt < Self.lifetime { return cached.record }
         return try await refresh(id)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PushRelayProtocol
+import RelayStore
 import SwiftProtobuf
 
 /// Sent through a connection's pipeline to close it gracefully: GOODBYE, answer what is in flight, close.
@@ -10,6 +11,12 @@ struct RelayShutdownEvent: Sendable {}
 /// One backend connection: HELLO first and within a deadline, then pipelined requests answered by
 /// request id in any order, at most `maxInFlight` at once (beyond that the socket is not read), an idle
 /// timeout, the results stream, and graceful close.
+///
+/// Memory per connection is bounded whatever the peer does: the socket is not read while `maxInFlight`
+/// requests run or while the answers already written wait for a peer that does not read them (the
+/// channel is not writable: more than ``outboundHighWaterMark`` bytes queued), and a connection whose
+/// answers wait longer than the write-stall timeout is closed. Its rights are checked again every
+/// ``rightsCheckInterval``: a revoked credential or a disabled tenant ends it.
 ///
 /// All state lives on the channel's event loop; requests run as tasks and come back to the loop.
 final class RelaySessionHandler: ChannelDuplexHandler {
@@ -20,7 +27,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private enum State: Equatable {
         case awaitingHello
         case authenticating
-        case open(tenant: String)
+        case open(VerifiedCredential)
         /// GOODBYE said or heard: in-flight requests are answered, nothing new is taken.
         case closing
         case closed
@@ -28,6 +35,15 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     /// Events kept for a subscriber whose socket is not writable; older ones are dropped beyond it.
     static let maximumQueuedEvents = 10_000
+    /// Result subscriptions one connection may hold at once.
+    static let maximumSubscriptions = 16
+    /// Bytes of written answers waiting for the peer beyond which the channel is not writable, and the relay
+    /// reads no more of the connection until they drop below ``outboundLowWaterMark``.
+    static let outboundHighWaterMark = 256 * 1_024
+    /// See ``outboundHighWaterMark``.
+    static let outboundLowWaterMark = 64 * 1_024
+    /// How often an authenticated connection checks that its credential and tenant still give it rights.
+    static let rightsCheckInterval: TimeAmount = .seconds(1)
 
     private let service: RelayService
     private let configuration: RelayServerConfiguration
@@ -43,6 +59,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private var droppedEvents = 0
     private var helloTimer: Scheduled<Void>?
     private var idleTimer: RepeatedTask?
+    private var rightsTimer: RepeatedTask?
+    private var checkingRights = false
+    /// Closes the connection when its answers have waited for the peer for the write-stall timeout.
+    private var stallTimer: Scheduled<Void>?
     private var lastActivity = NIODeadline.now()
     /// The credential's key in the request limiter: its public prefix, never the secret.
     private var limiterKey = ""
@@ -64,6 +84,9 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             let (handler, context) = bound.value
             guard handler.state == .awaitingHello || handler.state == .authenticating else { return }
             handler.logger.info("no HELLO within the deadline; closing")
+            handler.writeError(
+                ProtocolError(.helloRequired, "no HELLO within the deadline; the connection closes"), requestID: 0,
+                kind: nil, context: context)
             handler.close(context: context)
         }
         if let idle = configuration.idleTimeout {
@@ -115,7 +138,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private var readingPaused: Bool {
         switch state {
         case .authenticating, .closing, .closed: true
-        case .awaitingHello, .open: inFlight.count >= configuration.limits.maxInFlight
+        case .awaitingHello, .open:
+            inFlight.count >= configuration.limits.maxInFlight || context?.channel.isWritable == false
         }
     }
 
@@ -175,8 +199,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                     requestID: frame.requestID, kind: frame.kind, context: context
                 )
             }
-        case .open(let tenant):
-            request(frame, tenant: tenant, context: context)
+        case .open(let caller):
+            request(frame, caller: caller, context: context)
         case .closing:
             writeError(
                 ProtocolError(.shuttingDown, "the connection is closing"), requestID: frame.requestID,
@@ -192,7 +216,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private func hello(_ frame: Frame, context: ChannelHandlerContext) {
         let hello: Pushrelay_V1_Hello
         do throws(ProtocolError) {
-            hello = try frame.decode()
+            hello = try frame.request(limits: configuration.limits, nowMilliseconds: Date().unixMilliseconds)
         } catch {
             writeError(error, requestID: frame.requestID, kind: .hello, context: context)
             return
@@ -210,7 +234,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
         state = .authenticating
         let service = self.service
-        let future = context.eventLoop.makeFutureWithTask { () -> Result<String, ProtocolError> in
+        let future = context.eventLoop.makeFutureWithTask { () -> Result<VerifiedCredential, ProtocolError> in
             do throws(ProtocolError) {
                 return .success(try await service.authenticate(hello))
             } catch {
@@ -220,11 +244,13 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         future.assumeIsolated().whenSuccess { result in
             guard self.state == .authenticating else { return }
             switch result {
-            case .success(let tenant):
+            case .success(let credential):
+                let tenant = credential.tenantID
                 self.helloTimer?.cancel()
-                self.state = .open(tenant: tenant)
-                self.limiterKey = tenant + "/" + String(hello.credential.prefix(12))
+                self.state = .open(credential)
+                self.limiterKey = tenant + "/" + credential.id
                 self.logger[metadataKey: "tenant"] = "\(tenant)"
+                self.startRightsChecks(context: context)
                 self.answered(.hello, requestID: frame.requestID, error: nil)
                 self.logger.info(
                     "authenticated",
@@ -234,9 +260,11 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 self.write(kind: FrameKind.hello.answer, requestID: frame.requestID, message: self.helloOK(tenant))
                 self.processInbound(context: context)
             case .failure(let error):
+                // A secret sent as the tenant (the two swapped) is not logged.
+                let claimed = hello.tenant.hasPrefix(RelayStore.credentialSecretPrefix) ? "(a secret)" : hello.tenant
                 self.logger.info(
                     "authentication failed",
-                    metadata: ["tenant": "\(hello.tenant)", "request": "\(self.requestName(frame.requestID))"]
+                    metadata: ["tenant": "\(claimed)", "request": "\(self.requestName(frame.requestID))"]
                 )
                 self.writeError(error, requestID: frame.requestID, kind: .hello, context: context)
                 self.close(context: context)
@@ -254,13 +282,45 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         ok.maxInFlight = UInt32(configuration.limits.maxInFlight)
         ok.maxRecipients = UInt32(configuration.limits.maxRecipients)
         ok.idleTimeoutMs = configuration.idleTimeout.map { UInt32(clamping: $0.components.seconds * 1000) } ?? 0
-        ok.server = "pushrelay"
+        ok.server = "pushrelay/\(RelayVersion.current)"
         return ok
+    }
+
+    // MARK: Rights
+
+    /// Checks every ``rightsCheckInterval`` that the credential is not revoked and its tenant not disabled; when
+    /// either is, says so with an ERROR (request id 0) and closes, so that a subscription or an idle connection
+    /// loses its rights too.
+    private func startRightsChecks(context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let interval = Self.rightsCheckInterval
+        rightsTimer = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            let (handler, context) = bound.value
+            guard case .open(let credential) = handler.state, !handler.checkingRights else { return }
+            handler.checkingRights = true
+            let service = handler.service
+            context.eventLoop.makeFutureWithTask { () -> ProtocolError? in
+                do throws(ProtocolError) {
+                    try await service.checkRights(credential)
+                    return nil
+                } catch {
+                    return error
+                }
+            }.assumeIsolated().whenSuccess { error in
+                let (handler, context) = bound.value
+                handler.checkingRights = false
+                // Only a lost right ends the connection; a database that does not answer does not.
+                guard let error, error.code == .authenticationFailed, handler.state != .closed else { return }
+                handler.logger.info("rights lost; closing", metadata: ["error": "\(error.message)"])
+                handler.writeError(error, requestID: 0, kind: nil, context: context)
+                handler.close(context: context)
+            }
+        }
     }
 
     // MARK: Requests
 
-    private func request(_ frame: Frame, tenant: String, context: ChannelHandlerContext) {
+    private func request(_ frame: Frame, caller: VerifiedCredential, context: ChannelHandlerContext) {
         let id = frame.requestID
         guard id != 0 else {
             writeError(
@@ -270,9 +330,11 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             return
         }
         guard !inFlight.contains(id), subscriptions[id] == nil else {
+            // Answered with request id 0: the id's own answer is still to come, and a client must not take this
+            // error for it. The message names the id.
             writeError(
-                ProtocolError(.duplicateRequestID, "request id \(id) is already in flight"), requestID: id,
-                kind: frame.kind, context: context
+                ProtocolError(.duplicateRequestID, "request id \(id) is already in flight; this frame was skipped"),
+                requestID: 0, kind: frame.kind, context: context
             )
             return
         }
@@ -293,10 +355,17 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 writeError(error, requestID: id, kind: .ping, context: context)
             }
         case .goodbye:
+            do throws(ProtocolError) {
+                let _: Pushrelay_V1_Goodbye = try frame.request(
+                    limits: configuration.limits, nowMilliseconds: Date().unixMilliseconds)
+            } catch {
+                writeError(error, requestID: id, kind: .goodbye, context: context)
+                return
+            }
             answered(.goodbye, requestID: id, error: nil)
             beginClose(context: context, reason: nil)
         case .subscribeResults:
-            subscribe(frame, tenant: tenant, context: context)
+            subscribe(frame, tenant: caller.tenantID, context: context)
         case .unsubscribeResults:
             unsubscribe(frame, context: context)
         case let kind where FrameKind.requests.contains(kind):
@@ -315,7 +384,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             let serviceLogger = requestLogger
             let future = context.eventLoop.makeFutureWithTask { () -> Result<(FrameKind, [UInt8]), ProtocolError> in
                 do throws(ProtocolError) {
-                    return .success(try await service.handle(frame, tenant: tenant, logger: serviceLogger))
+                    return .success(try await service.handle(frame, caller: caller, logger: serviceLogger))
                 } catch {
                     return .failure(error)
                 }
@@ -328,6 +397,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                     self.write(kind: answerKind, requestID: id, body: body)
                 case .failure(let error):
                     self.writeError(error, requestID: id, kind: kind, context: context)
+                    if error.code == .authenticationFailed {
+                        self.logger.info("rights lost; closing", metadata: ["error": "\(error.message)"])
+                        self.close(context: context)
+                    }
                 }
                 if self.state == .closing, self.inFlight.isEmpty {
                     self.close(context: context)
@@ -373,6 +446,13 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             return
         }
         let requestID = frame.requestID
+        guard subscriptions.count < Self.maximumSubscriptions else {
+            writeError(
+                .invalidArgument(
+                    "subscribe_results", "a connection holds at most \(Self.maximumSubscriptions) subscriptions"),
+                requestID: requestID, kind: .subscribeResults, context: context)
+            return
+        }
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let id = service.results.subscribe(tenant: tenant, receipts: request.receipts) { event in
             bound.eventLoop.execute {
@@ -415,6 +495,17 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            stallTimer?.cancel()
+            stallTimer = nil
+        } else if stallTimer == nil, state != .closed {
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            stallTimer = context.eventLoop.scheduleTask(in: TimeAmount(configuration.writeStallTimeout)) {
+                let (handler, context) = bound.value
+                handler.logger.info("the peer has not read its answers within the write-stall timeout; closing")
+                handler.close(context: context)
+            }
+        }
         if context.channel.isWritable, !queuedEvents.isEmpty {
             let events = queuedEvents
             queuedEvents = []
@@ -428,6 +519,9 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             }
         }
         context.fireChannelWritabilityChanged()
+        if context.channel.isWritable, state != .closed {
+            processInbound(context: context)
+        }
     }
 
     // MARK: Writing and closing
@@ -495,6 +589,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         helloTimer = nil
         idleTimer?.cancel()
         idleTimer = nil
+        rightsTimer?.cancel()
+        rightsTimer = nil
+        stallTimer?.cancel()
+        stallTimer = nil
         for id in subscriptions.values { service.results.unsubscribe(id) }
         subscriptions = [:]
         queuedEvents = []

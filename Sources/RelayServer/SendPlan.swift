@@ -43,11 +43,9 @@ struct SendPlan: Sendable {
         return expirationSeconds == 0 ? 0 : Int64(now.timeIntervalSince1970) + expirationSeconds
     }
 
-    /// Longest id (user id, scope, thread id, idempotency key) accepted, in bytes.
-    static let maximumIDBytes = 200
-
-    /// Checks `request` against `tenant` and `limits` and encodes its payload.
-    init(_ request: Pushrelay_V1_Send, tenant: TenantConfiguration, limits: ProtocolLimits) throws(ProtocolError) {
+    /// Checks `request`, whose fields passed ``Pushrelay_V1_Send/validate(limits:nowMilliseconds:)``, against
+    /// `tenant` and encodes its payload.
+    init(_ request: Pushrelay_V1_Send, tenant: TenantConfiguration) throws(ProtocolError) {
         guard let type = tenant.notificationTypes[request.notificationType] else {
             let known = tenant.notificationTypes.keys.sorted().joined(separator: ", ")
             throw .invalidArgument(
@@ -56,33 +54,10 @@ struct SendPlan: Sendable {
             )
         }
         notificationType = request.notificationType
-        let audiences = [!request.userIds.isEmpty, !request.tokens.isEmpty, !request.topic.isEmpty].count { $0 }
-        guard audiences == 1 else {
-            throw .invalidArgument("send", "name exactly one audience: user_ids, tokens or topic")
-        }
-        let recipients = request.userIds.count + request.tokens.count
-        guard recipients <= limits.maxRecipients else {
-            throw ProtocolError(
-                .tooManyRecipients,
-                "the send names \(recipients) recipients; at most \(limits.maxRecipients) are allowed"
-            )
-        }
-        for id in request.userIds + request.excludeUserIds where id.isEmpty || id.utf8.count > Self.maximumIDBytes {
-            throw .invalidArgument("send.user_ids", "user ids are 1 to \(Self.maximumIDBytes) bytes")
-        }
         if !request.userIds.isEmpty {
             audience = .users(request.userIds)
         } else if !request.tokens.isEmpty {
-            var tokens: [String] = []
-            for target in request.tokens {
-                do {
-                    try APNsNotification.validateDeviceToken(target.token)
-                } catch {
-                    throw .invalidArgument("send.tokens", "token '\(target.token.prefix(12))…': \(error)")
-                }
-                tokens.append(target.token.lowercased())
-            }
-            audience = .tokens(tokens)
+            audience = .tokens(request.tokens.map { $0.token.lowercased() })
         } else {
             guard tenant.subscriptionTopics.contains(request.topic) else {
                 throw .invalidArgument(
@@ -102,9 +77,6 @@ struct SendPlan: Sendable {
         self.priority = priority
         expirationSeconds = type.expiration.map(Int64.init)
         absoluteExpiration = request.hasExpiration ? request.expiration : nil
-        if request.collapseID.utf8.count > 64 {
-            throw .invalidArgument("send.collapse_id", "apns-collapse-id is at most 64 bytes")
-        }
         collapseID = request.collapseID.isEmpty ? nil : request.collapseID
         let aps = try Self.aps(request, type: type)
         threadID = aps.threadID

@@ -42,6 +42,8 @@ public struct ServeSettings: Sendable, Equatable {
     public var maxRecipients = 10_000
     /// Seconds without a client frame before GOODBYE and close; 0 never.
     public var idleTimeout = 300
+    /// Seconds a connection's answers may wait for a peer that does not read them before it is closed.
+    public var writeStallTimeout = 30
     /// Each credential's request limit per second.
     public var requestsPerSecond = 1_000.0
     /// Each credential's burst above that rate.
@@ -82,6 +84,7 @@ public struct ServeSettings: Sendable, Equatable {
             ServeSetting("max_in_flight", .int(\.maxInFlight)),
             ServeSetting("max_recipients", .int(\.maxRecipients)),
             ServeSetting("idle_timeout", .int(\.idleTimeout)),
+            ServeSetting("write_stall_timeout", .int(\.writeStallTimeout)),
             ServeSetting("requests_per_second", .double(\.requestsPerSecond)),
             ServeSetting("request_burst", .int(\.requestBurst)),
             ServeSetting("retention_days", .int(\.retentionDays)),

@@ -184,7 +184,7 @@ extension RelayStore {
                     preparedAs: UsersPolicy.self, logger: logger)
             }
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
         do {
             for row in rows {
@@ -211,7 +211,7 @@ extension RelayStore {
             }
             return found
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }

@@ -20,6 +20,21 @@ public struct IssuedCredential: Sendable {
     public var createdAt: Date
 }
 
+/// A credential a secret was verified against: whom a connection acts for, and which credential, so that
+/// revoking it ends the connection's rights.
+public struct VerifiedCredential: Sendable, Hashable {
+    /// The tenant it belongs to.
+    public var tenantID: String
+    /// The credential's id.
+    public var id: String
+
+    /// A verified credential of `tenantID`.
+    public init(tenantID: String, id: String) {
+        self.tenantID = tenantID
+        self.id = id
+    }
+}
+
 /// A stored credential, as listed: never its secret or hash.
 public struct CredentialRecord: Sendable, Hashable {
     /// The credential's id.
@@ -76,35 +91,50 @@ extension RelayStore {
         }
     }
 
-    /// The tenant whose valid (unrevoked) credential `secret` is, or `nil`.
+    /// The valid (unrevoked) credential whose secret `secret` is, with its tenant, or `nil`.
     ///
     /// Hashes are compared in constant time (every byte, no early exit), against every unrevoked credential with
     /// the secret's prefix; the result does not depend on which of them matched first.
-    public func verifyCredential(_ secret: String) async throws(RelayStoreError) -> String? {
+    public func verifyCredential(_ secret: String) async throws(RelayStoreError) -> VerifiedCredential? {
         guard secret.hasPrefix(Self.credentialSecretPrefix), secret.utf8.count > Self.credentialPrefixLength else {
             return nil
         }
         let prefix = String(secret.prefix(Self.credentialPrefixLength))
-        var candidates: [(tenant: String, salt: Data, hash: Data)] = []
+        var candidates: [(tenant: String, id: String, salt: Data, hash: Data)] = []
         do {
             for try await row in try await database.query(
                 """
-                SELECT tenant_id, salt, hash FROM credentials
+                SELECT tenant_id, id, salt, hash FROM credentials
                 WHERE prefix = \(prefix) AND revoked_at IS NULL
                 """,
                 logger: logger
-            ).decode((String, Data, Data).self) {
+            ).decode((String, String, Data, Data).self) {
                 candidates.append(row)
             }
         } catch {
             throw relayStoreError(from: error)
         }
-        var match: String?
+        var match: VerifiedCredential?
         for candidate in candidates {
             let equal = constantTimeEquals(Self.credentialHash(salt: candidate.salt, secret: secret), candidate.hash)
-            if equal && match == nil { match = candidate.tenant }
+            if equal && match == nil { match = VerifiedCredential(tenantID: candidate.tenant, id: candidate.id) }
         }
         return match
+    }
+
+    /// Whether credential `id` exists and is not revoked: a connection that authenticated with it asks
+    /// again every few seconds, so that a revoke ends its rights.
+    public func credentialIsValid(id: String) async throws(RelayStoreError) -> Bool {
+        do {
+            for try await _ in try await database.query(
+                "SELECT 1 FROM credentials WHERE id = \(id) AND revoked_at IS NULL", logger: logger
+            ) {
+                return true
+            }
+            return false
+        } catch {
+            throw relayStoreError(from: error)
+        }
     }
 
     /// `tenant`'s credentials, oldest first, revoked ones included; never a secret or hash.

@@ -171,10 +171,10 @@ extension RelayStore {
             do {
                 return (try await write(database, logger), created)
             } catch {
-                throw relayStoreFailure(error)
+                throw relayStoreError(from: error)
             }
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -205,7 +205,7 @@ extension RelayStore {
             }
             return created
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -223,7 +223,7 @@ extension RelayStore {
             }
             return dropped
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -242,7 +242,7 @@ extension RelayStore {
             }
             return names
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -340,7 +340,7 @@ extension RelayStore {
                 found.insert(id)
             }
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
         knownTenants.insert(found)
         if let missing = unchecked.subtracting(found).sorted().first { throw .unknownTenant(missing) }
@@ -368,7 +368,7 @@ extension RelayStore {
             }
             return created
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -398,7 +398,7 @@ extension RelayStore {
             }
             return records
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }

@@ -290,7 +290,7 @@ extension RelayStore {
                 )
             }
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -359,7 +359,7 @@ extension RelayStore {
                 )
             )
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -378,7 +378,7 @@ extension RelayStore {
                 )
             )
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -400,7 +400,7 @@ extension RelayStore {
                 )
             )
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -427,7 +427,7 @@ extension RelayStore {
                 )
             )
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -523,7 +523,7 @@ extension RelayStore {
         do {
             return try Self.targets(in: try await database.query(Self.asArrays(query), logger: logger).collect())
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -535,7 +535,7 @@ extension RelayStore {
             return try Self.targets(
                 in: try await database.query(Self.asArrays(query), preparedAs: name, logger: logger))
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -595,7 +595,7 @@ extension RelayStore {
             }
             return nil
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -672,7 +672,7 @@ extension RelayStore {
             }
             return count
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -683,23 +683,9 @@ extension RelayStore {
         do {
             return try await database.query(query, preparedAs: name, logger: logger).count
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
-}
-
-/// The store's error for `error`: a ``RelayStoreError`` thrown inside a transaction is passed on as it is,
-/// anything else from postgres-nio becomes ``RelayStoreError/databaseUnavailable(_:)`` with the server's message.
-func relayStoreFailure(_ error: any Error) -> RelayStoreError {
-    if let error = error as? RelayStoreError {
-        return error
-    }
-    if let transaction = error as? PostgresTransactionError,
-        let inner = transaction.closureError as? RelayStoreError
-    {
-        return inner
-    }
-    return .databaseUnavailable(describePostgresError(error))
 }
 
 /// The fan-out's device read by token, prepared (``PreparedStatementName``). The reads by topic are planned

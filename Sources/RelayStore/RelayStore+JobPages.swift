@@ -156,7 +156,7 @@ extension RelayStore {
         } catch let error as RelayStoreError {
             throw error
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -206,7 +206,7 @@ extension RelayStore {
                 jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens,
                 users: users, topicRange: nil, claims: 1)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -287,7 +287,7 @@ extension RelayStore {
             }
             return write
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -392,7 +392,7 @@ extension RelayStore {
             }
             return nil
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -417,7 +417,7 @@ extension RelayStore {
             }
             return nil
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -485,7 +485,7 @@ extension RelayStore {
             }
             return nil
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -527,7 +527,7 @@ extension RelayStore {
                     completion.query, preparedAs: CompleteJobPage.self, logger: logger
                 ).first?.decode(Bool.self)
             } catch {
-                throw relayStoreFailure(error)
+                throw relayStoreError(from: error)
             }
         } else {
             jobCompleted = try await recordDeliveries(lastRows, completing: completion)
@@ -562,7 +562,7 @@ extension RelayStore {
             } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
                 continue
             } catch {
-                throw relayStoreFailure(error)
+                throw relayStoreError(from: error)
             }
         }
         throw .databaseUnavailable("could not add a deferred page to job \(jobID)")
@@ -586,7 +586,7 @@ extension RelayStore {
                 found[token] = outcome
             }
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
         return found
     }
@@ -628,7 +628,7 @@ extension RelayStore {
                 return JobProgress(job: job, planned: planned, pagesDue: due, pagesLater: later)
             }
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
         return nil
     }
@@ -659,7 +659,7 @@ extension RelayStore {
                 for (token, user) in zip(tokens, users) { devices.append((token, user, dueAt)) }
             }
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
         return devices
     }
@@ -714,7 +714,7 @@ extension RelayStore {
             }
             return (0, nil)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }

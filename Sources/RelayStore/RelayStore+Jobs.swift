@@ -177,7 +177,7 @@ extension RelayStore {
             } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
                 throw .unknownTenant(tenant)
             } catch {
-                throw relayStoreFailure(error)
+                throw relayStoreError(from: error)
             }
             if let job = inserted {
                 return JobAcceptance(job: job, duplicate: false)
@@ -205,7 +205,7 @@ extension RelayStore {
                     )
                 }
             } catch {
-                throw relayStoreFailure(error)
+                throw relayStoreError(from: error)
             }
             guard let holder else { continue }
             if holder.fresh {
@@ -309,7 +309,7 @@ extension RelayStore {
             }
             return jobs
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -327,7 +327,7 @@ extension RelayStore {
                 logger: logger
             )
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }
@@ -351,7 +351,7 @@ extension RelayStore {
             }
             return nil
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }

@@ -346,5 +346,19 @@ func relayStoreError(from error: any Error) -> RelayStoreError {
     {
         return inner
     }
+    if isRejectedStatement(error) { return .statementRejected(describePostgresError(error)) }
     return .databaseUnavailable(describePostgresError(error))
+}
+
+/// Whether PostgreSQL refused a statement for its data (SQLSTATE class 22, data exception, e.g. a NUL in
+/// text; class 23, integrity constraint violation): running it again fails again, unlike a lost connection.
+private func isRejectedStatement(_ error: any Error) -> Bool {
+    if let transaction = error as? PostgresTransactionError {
+        guard let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError else {
+            return false
+        }
+        return isRejectedStatement(inner)
+    }
+    guard let state = (error as? PSQLError)?.serverInfo?[.sqlState] else { return false }
+    return state.hasPrefix("22") || state.hasPrefix("23")
 }

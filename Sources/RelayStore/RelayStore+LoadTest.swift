@@ -77,7 +77,7 @@ extension RelayStore {
             try await client.query("VACUUM (ANALYZE) devices, token_users", logger: logger)
             try await client.query("CHECKPOINT", logger: logger)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -99,7 +99,7 @@ extension RelayStore {
             }
             return 0
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -122,7 +122,7 @@ extension RelayStore {
             }
             return (0, 0)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -158,7 +158,7 @@ extension RelayStore {
             }
             return seconds
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -174,7 +174,7 @@ extension RelayStore {
             }
             return rows
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -192,7 +192,7 @@ extension RelayStore {
             }
             return (nil, nil)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -213,7 +213,7 @@ extension RelayStore {
             }
             return outcomes
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }

@@ -146,7 +146,7 @@ extension RelayStore {
             }
             return total
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }

@@ -48,7 +48,7 @@ extension RelayStore {
             }
             return beat
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -57,7 +57,7 @@ extension RelayStore {
         do {
             try await database.query("DELETE FROM relay_nodes WHERE id = \(node)", logger: logger)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 }

@@ -54,7 +54,7 @@ extension RelayStore {
         } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
             throw .unknownTenant(tenant)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -80,7 +80,7 @@ extension RelayStore {
             }
             return settings
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -118,7 +118,7 @@ extension RelayStore {
         } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
             throw .unknownTenant(tenant)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -166,7 +166,7 @@ extension RelayStore {
             }
             return records
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -206,7 +206,7 @@ extension RelayStore {
         } catch let error as PSQLError where Self.isForeignKeyViolation(error) {
             throw .unknownTenant(tenant)
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 
@@ -237,7 +237,7 @@ extension RelayStore {
             }
             return threads
         } catch {
-            throw relayStoreFailure(error)
+            throw relayStoreError(from: error)
         }
     }
 

@@ -19,8 +19,11 @@ public enum RelayStoreError: Error, CustomStringConvertible {
     case commandFailed(command: String, reason: String)
     /// The database URL cannot be used; `reason` says why.
     case invalidDatabaseURL(String, reason: String)
-    /// The database could not be reached or a statement outside a migration failed.
+    /// The database could not be reached or did not answer in time: trying again later may succeed.
     case databaseUnavailable(String)
+    /// PostgreSQL refused a statement for the data it carried (SQLSTATE classes 22 and 23): trying again
+    /// fails again.
+    case statementRejected(String)
     /// Migration `version` (`name`) failed and was rolled back; `underlying` is the server's message.
     case migrationFailed(version: Int, name: String, underlying: String)
     /// No tenant has this id.
@@ -73,6 +76,8 @@ public enum RelayStoreError: Error, CustomStringConvertible {
             return "invalid database URL \(url): \(reason)"
         case .databaseUnavailable(let message):
             return "database unavailable: \(message)"
+        case .statementRejected(let message):
+            return "the database refused the statement: \(message)"
         case .migrationFailed(let version, let name, let underlying):
             return "migration \(version) (\(name)) failed and was rolled back: \(underlying)"
         case .unknownTenant(let id):

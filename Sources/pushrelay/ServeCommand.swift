@@ -78,6 +78,8 @@ struct ServeCommand: AsyncParsableCommand {
     var maxRecipients: Int?
     @Option(help: "Seconds without a client frame before a connection is closed; 0 never (default 300).")
     var idleTimeout: Int?
+    @Option(help: "Seconds a connection's answers may wait for a peer that does not read them before it is closed (default 30).")
+    var writeStallTimeout: Int?
     @Option(help: "Requests per second each credential may make; RATE_LIMITED beyond it (default 1000).")
     var requestsPerSecond: Double?
     @Option(help: "Requests a credential may make in a burst above that rate (default 2000).")
@@ -114,7 +116,8 @@ struct ServeCommand: AsyncParsableCommand {
             "tls_client_ca": tlsClientCA, "max_frame_bytes": maxFrameBytes.map { "\($0)" },
             "max_decompressed_bytes": maxDecompressedBytes.map { "\($0)" },
             "max_in_flight": maxInFlight.map { "\($0)" }, "max_recipients": maxRecipients.map { "\($0)" },
-            "idle_timeout": idleTimeout.map { "\($0)" }, "requests_per_second": requestsPerSecond.map { "\($0)" },
+            "idle_timeout": idleTimeout.map { "\($0)" }, "write_stall_timeout": writeStallTimeout.map { "\($0)" },
+            "requests_per_second": requestsPerSecond.map { "\($0)" },
             "request_burst": requestBurst.map { "\($0)" }, "retention_days": retentionDays.map { "\($0)" },
             "metrics_listen": metricsListen, "ready_file": readyFile, "log_level": logLevel,
         ]
@@ -125,7 +128,10 @@ struct ServeCommand: AsyncParsableCommand {
 extension ServeSettings {
     /// Runs the relay with these settings until SIGTERM or SIGINT.
     fileprivate func serve() async throws {
-        var configuredLogger = Logger(label: "pushrelay")
+        // Escaped, so that nothing a client sends can shape a log line.
+        var configuredLogger = Logger(label: "pushrelay") {
+            EscapingLogHandler(wrapping: StreamLogHandler.standardError(label: $0))
+        }
         configuredLogger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let logger = configuredLogger
         let serverConfiguration = try makeServerConfiguration()
@@ -345,7 +351,8 @@ extension ServeSettings {
                 maxFrameBytes: maxFrameBytes, maxDecompressedBytes: maxDecompressedBytes, maxInFlight: maxInFlight,
                 maxRecipients: maxRecipients
             ),
-            idleTimeout: idleTimeout == 0 ? nil : .seconds(idleTimeout)
+            idleTimeout: idleTimeout == 0 ? nil : .seconds(idleTimeout),
+            writeStallTimeout: .seconds(max(1, writeStallTimeout))
         )
         switch (tlsCert, tlsKey) {
         case (nil, nil):

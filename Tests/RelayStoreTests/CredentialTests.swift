@@ -31,7 +31,7 @@ struct CredentialTests {
             #expect(rows.count == 1 && salt.count == 16 && hash.count == 32)
             #expect(hash == Data(SHA256.hash(data: salt + Data(issued.secret.utf8))))
 
-            #expect(try await store.verifyCredential(issued.secret) == "circl")
+            #expect(try await store.verifyCredential(issued.secret)?.tenantID == "circl")
             var wrong = issued.secret
             let last = wrong.removeLast()
             wrong.append(last == "A" ? "B" : "A")
@@ -42,7 +42,7 @@ struct CredentialTests {
 
             let second = try await store.issueCredential(tenant: "argus", name: "argus-hub")
             #expect(second.secret != issued.secret)
-            #expect(try await store.verifyCredential(second.secret) == "argus")
+            #expect(try await store.verifyCredential(second.secret)?.tenantID == "argus")
         }
     }
 
@@ -61,7 +61,10 @@ struct CredentialTests {
             try await store.revokeCredential(tenant: "anky", id: first.id)
             try await store.revokeCredential(tenant: "anky", id: first.id)
             #expect(try await store.verifyCredential(first.secret) == nil)
-            #expect(try await store.verifyCredential(second.secret) == "anky")
+            #expect(try await store.verifyCredential(second.secret) == VerifiedCredential(tenantID: "anky", id: second.id))
+            #expect(try await store.credentialIsValid(id: first.id) == false)
+            #expect(try await store.credentialIsValid(id: second.id))
+            #expect(try await store.credentialIsValid(id: "no-such-credential") == false)
             listed = try await store.listCredentials(tenant: "anky")
             #expect(listed.first { $0.id == first.id }?.revokedAt != nil)
             #expect(listed.first { $0.id == second.id }?.revokedAt == nil)
@@ -79,7 +82,7 @@ struct CredentialTests {
                 return
             }
             #expect(tenant == "familyportal" && id == issued.id)
-            #expect(try await store.verifyCredential(issued.secret) == "circl")
+            #expect(try await store.verifyCredential(issued.secret)?.tenantID == "circl")
 
             let unknown = await storeError { _ = try await store.issueCredential(tenant: "nobody", name: "x") }
             #expect(unknown.map { "\($0)" } == RelayStoreError.unknownTenant("nobody").description)

@@ -1,0 +1,123 @@
+import Foundation
+
+/// The rules a request's fields are held to before the relay acts on them (Protocol/README.md, "Field rules").
+///
+/// Each check throws `INVALID_ARGUMENT` naming the field as `<request>.<field>`, so a client learns the
+/// first field at fault. The rules need neither the tenant's configuration nor the database: what depends on
+/// the tenant (its notification types, topics and environments) is checked where the tenant is known.
+public enum FieldRules {
+    /// Longest id (user id, thread id, scope, idempotency key, tenant, credential, …), in UTF-8 bytes.
+    public static let maximumIDBytes = 200
+    /// Longest `apns-collapse-id`, in UTF-8 bytes (APNs' limit).
+    public static let maximumCollapseIDBytes = 64
+    /// Number of hex digits a device token has.
+    public static let tokenHexDigits = 64...200
+    /// Latest time a `*_ms` field may name: 9999-12-31T23:59:59.999Z, the end of PostgreSQL's and
+    /// Foundation's shared calendar range.
+    public static let latestMilliseconds: Int64 = 253_402_300_799_999
+    /// Earliest `send_at_ms`: 2000-01-01T00:00:00Z (a past time sends at once).
+    public static let earliestSendAtMilliseconds: Int64 = 946_684_800_000
+    /// How far ahead `send_at_ms` may be: 366 days.
+    public static let scheduleHorizonMilliseconds: Int64 = 366 * 86_400_000
+    /// Latest `Send.expiration`, in Unix seconds (the same calendar end).
+    public static let latestExpirationSeconds: Int64 = 253_402_300_799
+    /// Longest presence, in seconds: 7 days.
+    public static let maximumPresenceSeconds: UInt32 = 604_800
+    /// Most rows one QUERY_DELIVERIES returns.
+    public static let maximumQueryLimit: UInt32 = 1_000
+    /// Most topics one device subscribes to, and most preferences one SET_PREFERENCES sets.
+    public static let maximumListCount = 256
+
+    /// Whether `scalar` is a control character (Unicode category Cc: U+0000–U+001F, U+007F–U+009F).
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+}
+
+/// Checks the fields of one request, naming each as `<request>.<field>` in its error.
+public struct FieldChecker: Sendable {
+    /// The request's name in `field`: `send`, `set_mute`.
+    public var request: String
+
+    /// A checker for the fields of `request`.
+    public init(_ request: String) {
+        self.request = request
+    }
+
+    private func fail(_ field: String, _ message: String) -> ProtocolError {
+        .invalidArgument("\(request).\(field)", message)
+    }
+
+    /// An id: 1 to `maximumBytes` UTF-8 bytes without control characters; empty allowed unless `required`.
+    public func id(
+        _ value: String,
+        _ field: String,
+        required: Bool = true,
+        maximumBytes: Int = FieldRules.maximumIDBytes
+    ) throws(ProtocolError) {
+        if value.isEmpty {
+            if required { throw fail(field, "\(field) is required") }
+            return
+        }
+        guard value.utf8.count <= maximumBytes else {
+            throw fail(field, "\(field) is at most \(maximumBytes) bytes, not \(value.utf8.count)")
+        }
+        guard !value.unicodeScalars.contains(where: FieldRules.isControl) else {
+            throw fail(field, "\(field) may not contain control characters")
+        }
+    }
+
+    /// Each id of a list, at most `maximumCount` of them.
+    public func ids(_ values: [String], _ field: String, maximumCount: Int) throws(ProtocolError) {
+        guard values.count <= maximumCount else {
+            throw fail(field, "\(field) names \(values.count) entries; at most \(maximumCount) are allowed")
+        }
+        for value in values { try id(value, field) }
+    }
+
+    /// Free text (alert text, template values, JSON): any UTF-8 but NUL; its size is bounded by the frame
+    /// and by APNs' payload limit.
+    public func text(_ value: String, _ field: String) throws(ProtocolError) {
+        guard !value.utf8.contains(0) else { throw fail(field, "\(field) may not contain NUL") }
+    }
+
+    /// A device token: 64 to 200 hex digits, an even number of them, either case.
+    public func token(_ value: String, _ field: String) throws(ProtocolError) {
+        let bytes = value.utf8
+        guard FieldRules.tokenHexDigits.contains(bytes.count), bytes.count % 2 == 0 else {
+            throw fail(field, "a device token is an even number of hex digits from 64 to 200, not \(bytes.count)")
+        }
+        let isHex = bytes.allSatisfy { byte in
+            byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
+        }
+        guard isHex else { throw fail(field, "a device token is hex digits only") }
+    }
+
+    /// An IANA time zone name the relay's time zone database knows (`Europe/Berlin`); empty allowed.
+    public func timeZone(_ value: String, _ field: String) throws(ProtocolError) {
+        guard !value.isEmpty else { return }
+        try id(value, field, maximumBytes: 64)
+        guard TimeZone(identifier: value) != nil, value.contains("/") || value == "UTC" || value == "GMT" else {
+            throw fail(field, "'\(value)' is not an IANA time zone name such as Europe/Berlin")
+        }
+    }
+
+    /// A time in Unix milliseconds within `range`.
+    public func milliseconds(_ value: Int64, _ field: String, in range: ClosedRange<Int64>) throws(ProtocolError) {
+        guard range.contains(value) else {
+            throw fail(field, "\(field) is a Unix time in milliseconds from \(range.lowerBound) to \(range.upperBound)")
+        }
+    }
+
+    /// A whole number within `range`.
+    public func number<N: BinaryInteger>(_ value: N, _ field: String, in range: ClosedRange<N>) throws(ProtocolError) {
+        guard range.contains(value) else {
+            throw fail(field, "\(field) is from \(range.lowerBound) to \(range.upperBound), not \(value)")
+        }
+    }
+
+    /// A condition on the request as a whole or on one field, with the message when it fails.
+    public func require(_ condition: Bool, _ field: String, _ message: String) throws(ProtocolError) {
+        guard condition else { throw field.isEmpty ? .invalidArgument(request, message) : fail(field, message) }
+    }
+}

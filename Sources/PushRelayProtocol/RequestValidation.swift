@@ -1,0 +1,233 @@
+public import SwiftProtobuf
+
+/// A request message whose fields are checked once, at the boundary, before the relay acts on it.
+///
+/// The rules are the table in Protocol/README.md ("Field rules"); ``FieldRules`` holds their numbers.
+public protocol ValidatedRequest: SwiftProtobuf.Message {
+    /// Throws `INVALID_ARGUMENT` (or `TOO_MANY_RECIPIENTS`) for the first field that breaks a rule.
+    /// `nowMilliseconds` is the relay's clock, for rules relative to it.
+    func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError)
+}
+
+extension Frame {
+    /// Decodes the body as `M` and checks its fields: `INVALID_BODY` or the first rule broken.
+    public func request<M: ValidatedRequest>(
+        _ type: M.Type = M.self,
+        limits: ProtocolLimits,
+        nowMilliseconds: Int64
+    ) throws(ProtocolError) -> M {
+        let message: M = try decode()
+        try message.validate(limits: limits, nowMilliseconds: nowMilliseconds)
+        return message
+    }
+}
+
+extension Pushrelay_V1_Hello: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("hello")
+        try check.id(tenant, "tenant")
+        try check.id(credential, "credential")
+        try check.id(clientName, "client_name", required: false)
+    }
+}
+
+extension Pushrelay_V1_Ping: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {}
+}
+
+extension Pushrelay_V1_Goodbye: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        try FieldChecker("goodbye").id(reason, "reason", required: false)
+    }
+}
+
+extension Pushrelay_V1_RegisterDevice: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("register_device")
+        try check.id(userID, "user_id")
+        try check.token(token, "token")
+        try check.id(platform, "platform", maximumBytes: 32)
+        try check.require(
+            environment == .production || environment == .sandbox, "environment",
+            "environment is PRODUCTION or SANDBOX")
+        try check.id(deviceID, "device_id", required: false)
+        try check.id(appVersion, "app_version", required: false, maximumBytes: 64)
+        try check.id(locale, "locale", required: false, maximumBytes: 64)
+        try check.timeZone(timeZone, "time_zone")
+        try check.ids(topics, "topics", maximumCount: FieldRules.maximumListCount)
+    }
+}
+
+extension Pushrelay_V1_UnregisterDevice: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("unregister_device")
+        if !token.isEmpty {
+            try check.token(token, "token")
+            try check.id(userID, "user_id", required: false)
+            try check.id(platform, "platform", required: false, maximumBytes: 32)
+        } else {
+            try check.id(userID, "user_id")
+            try check.id(platform, "platform", maximumBytes: 32)
+        }
+    }
+}
+
+extension Pushrelay_V1_ListDevices: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        try FieldChecker("list_devices").id(userID, "user_id")
+    }
+}
+
+extension Pushrelay_V1_Send: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("send")
+        try check.id(notificationType, "notification_type")
+        let audiences = [!userIds.isEmpty, !tokens.isEmpty, !topic.isEmpty].count { $0 }
+        try check.require(audiences == 1, "", "name exactly one audience: user_ids, tokens or topic")
+        let recipients = userIds.count + tokens.count
+        guard recipients <= limits.maxRecipients, excludeUserIds.count <= limits.maxRecipients else {
+            throw ProtocolError(
+                .tooManyRecipients,
+                "the send names \(max(recipients, excludeUserIds.count)) recipients or exclusions; at most "
+                    + "\(limits.maxRecipients) are allowed"
+            )
+        }
+        for user in userIds { try check.id(user, "user_ids") }
+        for target in tokens { try check.token(target.token, "tokens") }
+        try check.id(topic, "topic", required: false)
+        for user in excludeUserIds { try check.id(user, "exclude_user_ids") }
+        try check.id(idempotencyKey, "idempotency_key", required: false)
+        if hasAlert { try alert.validate(check) }
+        try check.id(sound, "sound", required: false)
+        try check.id(threadID, "thread_id", required: false)
+        try check.id(category, "category", required: false)
+        try check.id(interruptionLevel, "interruption_level", required: false)
+        if hasRelevanceScore {
+            try check.require(
+                relevanceScore.isFinite && (0...1).contains(relevanceScore), "relevance_score",
+                "relevance_score is from 0 to 1")
+        }
+        try check.text(customJson, "custom_json")
+        for (name, value) in templateValues {
+            try check.id(name, "template_values")
+            try check.text(value, "template_values")
+        }
+        try check.id(collapseID, "collapse_id", required: false, maximumBytes: FieldRules.maximumCollapseIDBytes)
+        if hasExpiration { try check.number(expiration, "expiration", in: 0...FieldRules.latestExpirationSeconds) }
+        if hasPriority {
+            try check.require([1, 5, 10].contains(priority), "priority", "priority is 10, 5 or 1, not \(priority)")
+        }
+        try check.id(scope, "scope", required: false)
+        if sendAtMs != 0 {
+            let latest = min(nowMilliseconds, FieldRules.latestMilliseconds) + FieldRules.scheduleHorizonMilliseconds
+            try check.milliseconds(sendAtMs, "send_at_ms", in: FieldRules.earliestSendAtMilliseconds...latest)
+        }
+        try check.id(sendAtLocal, "send_at_local", required: false, maximumBytes: 32)
+    }
+}
+
+extension Pushrelay_V1_Alert {
+    fileprivate func validate(_ check: FieldChecker) throws(ProtocolError) {
+        for (value, field) in [
+            (title, "alert.title"), (subtitle, "alert.subtitle"), (body, "alert.body"),
+            (launchImage, "alert.launch_image"), (titleLocKey, "alert.title_loc_key"),
+            (subtitleLocKey, "alert.subtitle_loc_key"), (locKey, "alert.loc_key"),
+        ] {
+            try check.text(value, field)
+        }
+        for (values, field) in [
+            (titleLocArgs, "alert.title_loc_args"), (subtitleLocArgs, "alert.subtitle_loc_args"),
+            (locArgs, "alert.loc_args"),
+        ] {
+            for value in values { try check.text(value, field) }
+        }
+    }
+}
+
+extension Pushrelay_V1_JobStatus: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        try FieldChecker("job_status").id(jobID, "job_id")
+    }
+}
+
+extension Pushrelay_V1_CancelJob: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        try FieldChecker("cancel_job").id(jobID, "job_id")
+    }
+}
+
+extension Pushrelay_V1_QueryDeliveries: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("query_deliveries")
+        try check.id(jobID, "job_id", required: false)
+        try check.id(userID, "user_id", required: false)
+        if !token.isEmpty { try check.token(token, "token") }
+        try check.require(fromMs >= 0, "from_ms", "from_ms is a Unix time in milliseconds, 0 or later")
+        try check.require(toMs >= 0, "to_ms", "to_ms is a Unix time in milliseconds, 0 or later")
+        try check.number(limit, "limit", in: 0...FieldRules.maximumQueryLimit)
+        let filters = [!jobID.isEmpty, !userID.isEmpty, !token.isEmpty, fromMs != 0 || toMs != 0]
+        try check.require(
+            filters.count(where: { $0 }) == 1, "", "give exactly one of job_id, user_id, token or from_ms/to_ms")
+        if fromMs != 0 || toMs != 0 {
+            try check.require(fromMs < toMs, "to_ms", "to_ms must be after from_ms")
+        }
+    }
+}
+
+extension Pushrelay_V1_SetPreferences: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("set_preferences")
+        try check.id(userID, "user_id")
+        try check.ids(
+            preferences.map(\.notificationType), "preferences.notification_type",
+            maximumCount: FieldRules.maximumListCount)
+    }
+}
+
+extension Pushrelay_V1_GetPreferences: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        try FieldChecker("get_preferences").id(userID, "user_id")
+    }
+}
+
+extension Pushrelay_V1_SetMute: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("set_mute")
+        try check.id(userID, "user_id")
+        try check.id(threadID, "thread_id", required: false)
+        try check.id(scope, "scope", required: false)
+        try check.milliseconds(untilMs, "until_ms", in: 0...FieldRules.latestMilliseconds)
+    }
+}
+
+extension Pushrelay_V1_ClearMute: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("clear_mute")
+        try check.id(userID, "user_id")
+        try check.id(threadID, "thread_id", required: false)
+        try check.id(scope, "scope", required: false)
+    }
+}
+
+extension Pushrelay_V1_ListMutes: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        try FieldChecker("list_mutes").id(userID, "user_id")
+    }
+}
+
+extension Pushrelay_V1_SetPresence: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
+        let check = FieldChecker("set_presence")
+        try check.id(userID, "user_id")
+        try check.id(threadID, "thread_id")
+        try check.number(seconds, "seconds", in: 0...FieldRules.maximumPresenceSeconds)
+    }
+}
+
+extension Pushrelay_V1_SubscribeResults: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {}
+}
+
+extension Pushrelay_V1_UnsubscribeResults: ValidatedRequest {
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {}
+}
