@@ -227,7 +227,7 @@ fl_start_relay() {
         check_deadline
         kill -0 "${RELAY_PID[$name]}" 2>/dev/null || fail "relay $name exited before it was ready"
         if [ -s "$ready" ]; then
-            address="$(tr -d '[:space:]' <"$ready")"
+            address="$(head -n 1 "$ready" | tr -d '[:space:]')"
             [[ "$address" =~ :[0-9]+$ ]] || address=""
         fi
         [ -n "$address" ] || sleep 0.1

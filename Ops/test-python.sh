@@ -139,10 +139,10 @@ address=""
 for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
     kill -0 "$RELAY_PID" 2>/dev/null || fail "the relay exited before it was ready"
     if [ -s "$TMP/ready" ]; then
-        first="$(tr -d '[:space:]' <"$TMP/ready")"
+        first="$(head -n 1 "$TMP/ready" | tr -d '[:space:]')"
         sleep 0.1
         # Read twice, in case the file was still being written.
-        if [ "$first" = "$(tr -d '[:space:]' <"$TMP/ready")" ] && [[ "$first" =~ :[0-9]+$ ]]; then
+        if [ "$first" = "$(head -n 1 "$TMP/ready" | tr -d '[:space:]')" ] && [[ "$first" =~ :[0-9]+$ ]]; then
             address="$first"
             break
         fi

@@ -230,7 +230,9 @@ private final class LoadTestRun: Sendable {
         )
         let port = try await process.waitFor("ready") { () -> Int? in
             guard let text = try? String(contentsOfFile: readyFile, encoding: .utf8) else { return nil }
-            return Int(text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ":").last ?? "")
+            // The relay's address is the first line.
+            let address = text.split(separator: "\n").first ?? ""
+            return Int(address.trimmingCharacters(in: .whitespaces).split(separator: ":").last ?? "")
         }
         progress.finish("relay: pid \(process.pid), 127.0.0.1:\(port)")
         return Relay(process: process, port: port)

@@ -23,11 +23,10 @@ extension Frame {
 }
 
 extension Pushrelay_V1_Hello: ValidatedRequest {
+    /// Checks `client_name`; `tenant` and `credential` are checked by authentication, which refuses every value
+    /// that is not a valid credential of that tenant with `AUTHENTICATION_FAILED`.
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
-        let check = FieldChecker("hello")
-        try check.id(tenant, "tenant")
-        try check.id(credential, "credential")
-        try check.id(clientName, "client_name", required: false)
+        try FieldChecker("hello").id(clientName, "client_name", required: false)
     }
 }
 

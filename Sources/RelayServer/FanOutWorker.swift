@@ -58,6 +58,10 @@ public final class FanOutWorker: Sendable {
     static let planLoops = 4
     /// How long a page or a planning lease lasts without renewal.
     static let lease: Duration = .seconds(30)
+    /// Attempts at a page before it is given up: its devices without an outcome are recorded `failed`
+    /// (`relay_error`) and the page is done, so that its job finishes. A page that fails for a reason retrying
+    /// cannot fix (its send plan cannot be built) is given up at once.
+    static let maximumPageAttempts = 5
     /// How often an idle loop looks for work when nothing wakes it.
     static let idlePoll: Duration = .milliseconds(250)
 
@@ -333,7 +337,39 @@ public final class FanOutWorker: Sendable {
                 RelayMetrics.notifications(lastRows)
             }
         } catch {
-            log.error("page failed; it is retried when its lease runs out", metadata: ["error": "\(error)"])
+            if page.claims < Self.maximumPageAttempts, Self.isTransient(error) {
+                log.error("page failed; it is retried when its lease runs out", metadata: ["error": "\(error)"])
+            } else {
+                log.error("page given up", metadata: ["attempts": "\(page.claims)", "error": "\(error)"])
+                await giveUp(page, log: log)
+            }
+        }
+    }
+
+    /// Whether a page that failed with `error` may succeed when it is tried again: a database that did not answer.
+    private static func isTransient(_ error: any Error) -> Bool {
+        if case RelayStoreError.databaseUnavailable = error { return true }
+        return false
+    }
+
+    /// Ends a page that cannot be sent: its devices without an outcome yet are recorded as failed
+    /// (`relay_error`), and the page is done, so that its job finishes. Left to its lease (tried again) when the
+    /// database does not answer.
+    private func giveUp(_ page: JobPage, log: Logger) async {
+        do {
+            let recorded = try await store.recordedOutcomes(
+                tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens)
+            let now = Date()
+            let rows = zip(page.users, page.tokens).filter { recorded[$0.1] == nil }.map { user, token in
+                DeliveryRecord(
+                    tenantID: page.tenantID, jobID: page.jobID, userID: user, token: token, outcome: .retryLater,
+                    reason: "relay_error", attempt: page.claims, sentAt: now
+                )
+            }
+            try await store.completeJobPage(
+                page, owner: owner, counts: JobPageCounts(devices: rows.count, failed: rows.count), lastRows: rows)
+        } catch {
+            log.warning("page not given up; it is tried again", metadata: ["error": "\(error)"])
         }
     }
 }
@@ -428,7 +464,8 @@ private struct PagePlanner {
             let written = try await writeHandingOver(dueAt: dueAt) { owner in
                 try await store.addListedJobPage(
                     jobID: job.id, tenant: job.tenantID, page: nextPage, dueAt: dueAt, recipients: recipients,
-                    excludedUsers: Array(plan.excludedUsers), leasedTo: owner, lease: FanOutWorker.lease
+                    excludedUsers: Array(plan.excludedUsers), subscribedTo: plan.requiredTopics, leasedTo: owner,
+                    lease: FanOutWorker.lease
                 )
             } leased: { written in
                 written.leased.map { ($0, written.devices) }
@@ -454,7 +491,9 @@ private struct PagePlanner {
                     withoutDevice += slice.filter { !found.contains($0) }
                     continue
                 }
-                let devices = try await store.activeDevices(tenant: job.tenantID, users: slice).map(DeviceTarget.init)
+                let devices = try await store.activeDevices(
+                    tenant: job.tenantID, users: slice, subscribedTo: plan.requiredTopics
+                ).map(DeviceTarget.init)
                 let found = Set(devices.map(\.userID))
                 withoutDevice += slice.filter { !found.contains($0) }
                 try await write(devices)
@@ -470,7 +509,9 @@ private struct PagePlanner {
                     _ = try await writeListed(.tokens(slice), dueAt: dueAt)
                     continue
                 }
-                let devices = try await store.activeDevices(tenant: job.tenantID, tokens: slice).map(DeviceTarget.init)
+                let devices = try await store.activeDevices(
+                    tenant: job.tenantID, tokens: slice, subscribedTo: plan.requiredTopics
+                ).map(DeviceTarget.init)
                 try await write(devices.filter { !plan.excludedUsers.contains($0.userID) })
             }
         case .topic(let topic):

@@ -199,8 +199,13 @@ public actor PoolRegistry {
     }
 
     /// Why the relay cannot send right now, or `nil` when every pool built so far (warmed at start or built
-    /// on first use after it) has at least one ready connection.
+    /// on first use after it) has at least one ready connection and no tenant's stored keys wait for a master
+    /// key the relay was not given.
     public func notReadyReason() async -> String? {
+        if masterKey == nil, let locked = await tenantsWithLockedKeys(), !locked.isEmpty {
+            return "no master key: the stored signing keys of \(locked.joined(separator: ", ")) cannot be opened "
+                + "(give --master-key-file or PUSHRELAY_MASTER_KEY)"
+        }
         for key in built.sorted(by: { ($0.tenant, $0.environment.rawValue) < ($1.tenant, $1.environment.rawValue) }) {
             let name = "\(key.tenant) (\(key.environment.rawValue))"
             guard let entry = pools[key], let current = try? await entry.task.value else {
@@ -212,6 +217,18 @@ public actor PoolRegistry {
             }
         }
         return nil
+    }
+
+    /// The enabled tenants that have stored signing keys in use (none retired), which only a master key opens;
+    /// `nil` when the database does not answer.
+    private func tenantsWithLockedKeys() async -> [String]? {
+        guard let tenants = try? await store.listTenants().filter(\.enabled) else { return nil }
+        var locked: [String] = []
+        for tenant in tenants {
+            guard let keys = try? await store.listSigningKeys(tenant: tenant.id) else { return nil }
+            if keys.contains(where: { $0.status != .retired }) { locked.append(tenant.id) }
+        }
+        return locked.sorted()
     }
 
     /// Shuts every pool down, waiting up to `gracePeriod` for in-flight requests.

@@ -22,7 +22,7 @@ enum RelayMetrics {
         Counter(
             label: requestsLabel,
             dimensions: [
-                ("method", kind?.metricName ?? "unknown"), ("outcome", error.map { $0.code.wireName } ?? "ok"),
+                ("method", kind?.metricName ?? "unknown"), ("outcome", error.map { $0.code.name } ?? "ok"),
             ]
         ).increment()
     }
@@ -102,18 +102,6 @@ extension FrameKind {
         case .unsubscribeResults: "unsubscribe_results"
         default: "unknown"
         }
-    }
-}
-
-extension Pushrelay_V1_ErrorCode {
-    /// The code's name as the wire protocol spells it: `RATE_LIMITED`, `INVALID_ARGUMENT`, ...
-    var wireName: String {
-        var name = ""
-        for character in "\(self)" {
-            if character.isUppercase, !name.isEmpty { name.append("_") }
-            name.append(contentsOf: character.uppercased())
-        }
-        return name
     }
 }
 

@@ -45,11 +45,10 @@ public final class RelayServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelOption(.maxMessagesPerRead, value: UInt(ConnectionBounds.framesPerRead))
             .childChannelOption(
                 .writeBufferWaterMark,
-                value: .init(
-                    low: RelaySessionHandler.outboundLowWaterMark, high: RelaySessionHandler.outboundHighWaterMark)
+                value: .init(low: ConnectionBounds.outboundLowWaterMark, high: ConnectionBounds.outboundHighWaterMark)
             )
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -98,7 +98,7 @@ public final class RelayService: Sendable {
                 logger.warning(
                     "request failed",
                     metadata: [
-                        "method": "\(frame.kind.metricName)", "code": "\(error.code.wireName)",
+                        "method": "\(frame.kind.metricName)", "code": "\(error.code.name)",
                         "error": "\(error.message)",
                     ]
                 )

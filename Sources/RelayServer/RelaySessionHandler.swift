@@ -14,9 +14,9 @@ struct RelayShutdownEvent: Sendable {}
 ///
 /// Memory per connection is bounded whatever the peer does: the socket is not read while `maxInFlight`
 /// requests run or while the answers already written wait for a peer that does not read them (the
-/// channel is not writable: more than ``outboundHighWaterMark`` bytes queued), and a connection whose
+/// channel is not writable: more than ``ConnectionBounds/outboundHighWaterMark`` bytes queued), and a connection whose
 /// answers wait longer than the write-stall timeout is closed. Its rights are checked again every
-/// ``rightsCheckInterval``: a revoked credential or a disabled tenant ends it.
+/// ``ConnectionBounds/rightsCheckInterval``: a revoked credential or a disabled tenant ends it.
 ///
 /// All state lives on the channel's event loop; requests run as tasks and come back to the loop.
 final class RelaySessionHandler: ChannelDuplexHandler {
@@ -32,18 +32,6 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         case closing
         case closed
     }
-
-    /// Events kept for a subscriber whose socket is not writable; older ones are dropped beyond it.
-    static let maximumQueuedEvents = 10_000
-    /// Result subscriptions one connection may hold at once.
-    static let maximumSubscriptions = 16
-    /// Bytes of written answers waiting for the peer beyond which the channel is not writable, and the relay
-    /// reads no more of the connection until they drop below ``outboundLowWaterMark``.
-    static let outboundHighWaterMark = 256 * 1_024
-    /// See ``outboundHighWaterMark``.
-    static let outboundLowWaterMark = 64 * 1_024
-    /// How often an authenticated connection checks that its credential and tenant still give it rights.
-    static let rightsCheckInterval: TimeAmount = .seconds(1)
 
     private let service: RelayService
     private let configuration: RelayServerConfiguration
@@ -288,12 +276,12 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     // MARK: Rights
 
-    /// Checks every ``rightsCheckInterval`` that the credential is not revoked and its tenant not disabled; when
+    /// Checks every ``ConnectionBounds/rightsCheckInterval`` that the credential is not revoked and its tenant not disabled; when
     /// either is, says so with an ERROR (request id 0) and closes, so that a subscription or an idle connection
     /// loses its rights too.
     private func startRightsChecks(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let interval = Self.rightsCheckInterval
+        let interval = TimeAmount(ConnectionBounds.rightsCheckInterval)
         rightsTimer = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
             let (handler, context) = bound.value
             guard case .open(let credential) = handler.state, !handler.checkingRights else { return }
@@ -430,7 +418,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             "request answered",
             metadata: [
                 "request": "\(requestName(requestID))", "method": "\(kind?.metricName ?? "unknown")",
-                "outcome": "\(error.map { $0.code.wireName } ?? "ok")",
+                "outcome": "\(error.map { $0.code.name } ?? "ok")",
             ]
         )
     }
@@ -446,10 +434,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             return
         }
         let requestID = frame.requestID
-        guard subscriptions.count < Self.maximumSubscriptions else {
+        guard subscriptions.count < ConnectionBounds.maximumSubscriptions else {
             writeError(
                 .invalidArgument(
-                    "subscribe_results", "a connection holds at most \(Self.maximumSubscriptions) subscriptions"),
+                    "subscribe_results", "a connection holds at most \(ConnectionBounds.maximumSubscriptions) subscriptions"),
                 requestID: requestID, kind: .subscribeResults, context: context)
             return
         }
@@ -487,7 +475,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             write(kind: .resultEvent, requestID: requestID, message: event)
             return
         }
-        if queuedEvents.count >= Self.maximumQueuedEvents {
+        if queuedEvents.count >= ConnectionBounds.maximumQueuedEvents {
             queuedEvents.removeFirst()
             droppedEvents += 1
         }

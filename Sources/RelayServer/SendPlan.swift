@@ -17,6 +17,8 @@ struct SendPlan: Sendable {
     var notificationType: String
     var audience: Audience
     var excludedUsers: Set<String>
+    /// The topics a device must be subscribed to: the type's `subscription`, if it has one.
+    var requiredTopics: [String]
     var bundleID: String
     var pushType: APNsPushType
     var priority: APNsPriority
@@ -64,9 +66,17 @@ struct SendPlan: Sendable {
                     "send.topic", "'\(request.topic)' is not one of \(tenant.id)'s subscription topics"
                 )
             }
+            if let subscription = type.subscription, subscription != request.topic {
+                throw .invalidArgument(
+                    "send.topic",
+                    "'\(request.notificationType)' goes only to devices subscribed to '\(subscription)', not to topic "
+                        + "'\(request.topic)'"
+                )
+            }
             audience = .topic(request.topic)
         }
         excludedUsers = Set(request.excludeUserIds)
+        requiredTopics = type.subscription.map { [$0] } ?? []
         bundleID = type.bundleID
         pushType = type.pushType
         environments = Set(tenant.bundleIDs[type.bundleID]?.environments ?? [])

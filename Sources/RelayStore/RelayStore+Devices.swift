@@ -385,8 +385,13 @@ extension RelayStore {
     // MARK: - Fan-out
 
     /// The active devices of `users` in `tenant`, in one query (`user_id = ANY(…)`): by user, then the most
-    /// recently registered first. Users without an active device have no rows.
-    public func activeDevices(tenant: String, users: [String]) async throws(RelayStoreError) -> [DeviceRecord] {
+    /// recently registered first. Users without an active device have no rows. Only devices subscribed to every
+    /// topic of `subscribedTo` are read.
+    public func activeDevices(
+        tenant: String,
+        users: [String],
+        subscribedTo topics: [String] = []
+    ) async throws(RelayStoreError) -> [DeviceRecord] {
         guard !users.isEmpty else { return [] }
         do {
             return try await Self.deviceRows(
@@ -394,6 +399,7 @@ extension RelayStore {
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND active
+                      AND topics @> \(topics)::text[]
                     ORDER BY user_id, registered_at DESC, token
                     """,
                     logger: logger
@@ -411,8 +417,12 @@ extension RelayStore {
 
     /// The active devices of `tenant` holding one of `tokens` (hex, either case), in one query, by token.
     ///
-    /// Strings that are not tokens match nothing.
-    public func activeDevices(tenant: String, tokens: [String]) async throws(RelayStoreError) -> [DeviceRecord] {
+    /// Strings that are not tokens match nothing. Only devices subscribed to every topic of `subscribedTo` are read.
+    public func activeDevices(
+        tenant: String,
+        tokens: [String],
+        subscribedTo topics: [String] = []
+    ) async throws(RelayStoreError) -> [DeviceRecord] {
         let normalized = Self.normalizedTokens(tokens)
         guard !normalized.isEmpty else { return [] }
         do {
@@ -421,6 +431,7 @@ extension RelayStore {
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND token = ANY(\(normalized)::text[]) AND active
+                      AND topics @> \(topics)::text[]
                     ORDER BY token, user_id, registered_at DESC
                     """,
                     logger: logger

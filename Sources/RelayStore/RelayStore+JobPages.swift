@@ -214,7 +214,8 @@ extension RelayStore {
     /// `page` of a job being planned, all due at `dueAt`, in one statement: a page of listed devices (by token,
     /// as ``addJobPage(jobID:tenant:page:dueAt:tokens:users:skipped:done:leasedTo:lease:)`` writes it). No page
     /// is written when no device is found; a page written before (a planner that took over) is left as it is.
-    /// With `owner`, a page this call writes is leased to it at once for `lease` (its first claim).
+    /// With `owner`, a page this call writes is leased to it at once for `lease` (its first claim). Only devices
+    /// subscribed to every topic of `subscribedTo` are read (a notification type with a `subscription`).
     public func addListedJobPage(
         jobID: String,
         tenant: String,
@@ -222,6 +223,7 @@ extension RelayStore {
         dueAt: Date,
         recipients: ListedRecipients,
         excludedUsers: [String],
+        subscribedTo topics: [String] = [],
         leasedTo owner: String? = nil,
         lease: Duration = .seconds(30)
     ) async throws(RelayStoreError) -> ListedPageWrite {
@@ -230,20 +232,20 @@ extension RelayStore {
         case .users(let users):
             return try await addListedJobPage(
                 uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "user_id", values: users,
-                excludedUsers: excludedUsers, owner: owner, lease: lease, preparedAs: AddUsersJobPage.self)
+                excludedUsers: excludedUsers, topics: topics, owner: owner, lease: lease, preparedAs: AddUsersJobPage.self)
         case .tokens(let tokens):
             return try await addListedJobPage(
                 uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "token",
                 values: Self.normalizedTokens(tokens),
-                excludedUsers: excludedUsers, owner: owner, lease: lease, preparedAs: AddTokensJobPage.self)
+                excludedUsers: excludedUsers, topics: topics, owner: owner, lease: lease, preparedAs: AddTokensJobPage.self)
         }
     }
 
-    /// ``addListedJobPage(jobID:tenant:page:dueAt:recipients:excludedUsers:leasedTo:lease:)`` of the devices whose
-    /// `selection` column holds one of `values`, prepared as `name` (one name for each column).
+    /// ``addListedJobPage(jobID:tenant:page:dueAt:recipients:excludedUsers:subscribedTo:leasedTo:lease:)`` of the
+    /// devices whose `selection` column holds one of `values`, prepared as `name` (one name for each column).
     private func addListedJobPage<Name: PreparedStatementName>(
         _ uuid: UUID, tenant: String, page: Int, dueAt: Date, selection: String, values: [String],
-        excludedUsers: [String], owner: String?, lease: Duration, preparedAs name: Name.Type
+        excludedUsers: [String], topics: [String], owner: String?, lease: Duration, preparedAs name: Name.Type
     ) async throws(RelayStoreError) -> ListedPageWrite {
         guard !values.isEmpty else { return ListedPageWrite(devices: []) }
         do {
@@ -256,7 +258,7 @@ extension RelayStore {
                            coalesce(array_agg(coalesce(time_zone, '') ORDER BY token, user_id), '{}') AS time_zones
                     FROM devices
                     WHERE tenant_id = \(tenant) AND active AND \(unescaped: selection) = ANY(\(values)::text[])
-                      AND user_id <> ALL(\(excludedUsers)::text[])
+                      AND user_id <> ALL(\(excludedUsers)::text[]) AND topics @> \(topics)::text[]
                 ), written AS (
                     INSERT INTO job_pages (
                         job_id, page, tenant_id, due_at, tokens, users, state, lease_owner, lease_until, claims

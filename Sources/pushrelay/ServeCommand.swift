@@ -219,12 +219,17 @@ extension ServeSettings {
             configuration: serverConfiguration, service: service, group: group, logger: logger
         )
         let address = "\(server.host):\(server.port)"
-        print("pushrelay: listening on \(address)")
-        if let operatorServer {
-            print("pushrelay: metrics and health on http://\(operatorServer.host):\(operatorServer.port)")
+        // Logged, not printed: standard output is block-buffered when it is a file or a journal, and these lines
+        // matter at start, not at exit.
+        logger.notice("pushrelay: listening", metadata: ["address": "\(address)"])
+        let operatorAddress = operatorServer.map { "\($0.host):\($0.port)" }
+        if let operatorAddress {
+            logger.notice("pushrelay: metrics and health", metadata: ["address": "http://\(operatorAddress)"])
         }
         if let readyFile {
-            try Data(address.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
+            // The relay's address on the first line (what scripts read), the operator port's on the second.
+            let text = address + "\n" + (operatorAddress.map { "metrics \($0)\n" } ?? "")
+            try Data(text.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
         }
         // A graceful shutdown (SIGTERM, SIGINT) stops the parts from the last to the first: the listener
         // (GOODBYE, in-flight requests answered), the operator port, the fan-out (pages being sent are
@@ -274,7 +279,7 @@ extension ServeSettings {
             services: parts, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
         )
         try await serviceGroup.run()
-        print("pushrelay: stopped")
+        logger.notice("pushrelay: stopped")
     }
 
     /// Makes the Prometheus registry the backend of swift-metrics, with buckets fitting the relay's

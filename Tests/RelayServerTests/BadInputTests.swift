@@ -83,8 +83,11 @@ extension RelayServerSuites {
         @Test func helloMustComeWithinTheDeadline() async throws {
             try await RelayHarness.with(configure: { $0.helloTimeout = .milliseconds(300) }) { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-                // Half a header, then silence.
+                // Half a header, then silence: the relay says why it closes, on request id 0.
                 try await connection.send([0, 0, 0])
+                let answer = try #require(await connection.next())
+                #expect(answer.kind == .error && answer.requestID == 0)
+                #expect(try answer.decode(Pushrelay_V1_Error.self).code == .helloRequired)
                 #expect(await connection.isClosedByRelay())
                 await connection.close()
             }

@@ -1,0 +1,17 @@
+/// The bounds every backend connection is held to besides its ``PushRelayProtocol/ProtocolLimits``: what one
+/// peer can make the relay hold in memory, whatever it sends or fails to read (README.md, "Reliability").
+public enum ConnectionBounds {
+    /// Bytes of written answers waiting for the peer beyond which the channel is not writable and the relay
+    /// reads no more of the connection, until they drop below ``outboundLowWaterMark``.
+    public static let outboundHighWaterMark = 256 * 1_024
+    /// See ``outboundHighWaterMark``.
+    public static let outboundLowWaterMark = 64 * 1_024
+    /// Result subscriptions one connection may hold at once.
+    public static let maximumSubscriptions = 16
+    /// Result events kept for a subscriber whose socket is not writable; older ones are dropped beyond it.
+    public static let maximumQueuedEvents = 10_000
+    /// Frames the socket delivers per read: with up to 64 KiB each, what one read adds to the inbound buffer.
+    public static let framesPerRead = 16
+    /// How often an authenticated connection checks that its credential and tenant still give it rights.
+    public static let rightsCheckInterval: Duration = .seconds(1)
+}

@@ -1,0 +1,303 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import PushRelayClient
+import PushRelayProtocol
+import RelayServer
+import RelayStore
+import Synchronization
+import Testing
+
+extension RelayServerSuites {
+    /// What one tenant's backend can send the relay that it must survive: times beyond the calendar, NUL bytes,
+    /// extremes in every integer field. Each is answered with a typed error (or a valid answer), nothing reaches
+    /// PostgreSQL that it would refuse, and the relay goes on serving.
+    @Suite struct HostileInputTests {
+        @Test func timesBeyondTheCalendarAreRefusedAndAnAllTimeQueryIsAnswered() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                for until in [Int64.max, Int64.min, 9_300_000_000_000_000, -1] {
+                    var mute = Pushrelay_V1_SetMute()
+                    mute.userID = "ada"
+                    mute.threadID = "t"
+                    mute.untilMs = until
+                    #expect(await fieldError { try await client.setMute(mute) } == "set_mute.until_ms")
+                }
+                for sendAt in [Int64.max, Int64.min, -1, 1] {
+                    var send = circlMessage(to: ["ada"], wait: false)
+                    send.sendAtMs = sendAt
+                    #expect(await fieldError { try await client.send(send) } == "send.send_at_ms")
+                }
+                var allTime = Pushrelay_V1_QueryDeliveries()
+                allTime.fromMs = 0
+                allTime.toMs = .max
+                let everything = try await client.queryDeliveries(allTime)
+                #expect(everything.deliveries.isEmpty)
+                allTime.fromMs = .min
+                #expect(await fieldError { try await client.queryDeliveries(allTime) } == "query_deliveries.from_ms")
+                let pong = try await client.ping(nonce: .max)
+                #expect(pong == .max)
+                await client.close()
+            }
+        }
+
+        @Test func extremesOfEveryIntegerFieldAreAnsweredWithTheFieldAtFault() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                var send = circlMessage(to: ["ada"], wait: false)
+                send.expiration = .max
+                #expect(await fieldError { try await client.send(send) } == "send.expiration")
+                send.expiration = .min
+                #expect(await fieldError { try await client.send(send) } == "send.expiration")
+                send = circlMessage(to: ["ada"], wait: false)
+                send.priority = .max
+                #expect(await fieldError { try await client.send(send) } == "send.priority")
+                send = circlMessage(to: ["ada"], wait: false)
+                send.relevanceScore = .nan
+                #expect(await fieldError { try await client.send(send) } == "send.relevance_score")
+                send = circlMessage(to: ["ada"], wait: false)
+                send.badge = .max
+                let accepted = try await client.send(send)
+                #expect(!accepted.jobID.isEmpty)
+                #expect(
+                    await fieldError { try await client.setPresence(userID: "ada", threadID: "t", seconds: .max) }
+                        == "set_presence.seconds")
+                var query = Pushrelay_V1_QueryDeliveries()
+                query.userID = "ada"
+                query.limit = .max
+                #expect(await fieldError { try await client.queryDeliveries(query) } == "query_deliveries.limit")
+                let pong = try await client.ping(nonce: 1)
+                #expect(pong == 1)
+                await client.close()
+            }
+        }
+
+        @Test func aNulInAUserIDIsRefusedAsTheClientsFaultAndNothingIsAccepted() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ok-user", token: randomToken()))
+                #expect(
+                    await fieldError { try await client.send(circlMessage(to: ["nul\u{0}x", "ok-user"])) }
+                        == "send.user_ids")
+                #expect(
+                    await fieldError { try await client.registerDevice(registration(user: "a\u{0}b", token: randomToken())) }
+                        == "register_device.user_id")
+                #expect(
+                    await fieldError { try await client.registerDevice(registration(user: "a\nb", token: randomToken())) }
+                        == "register_device.user_id")
+                // No job was accepted for the refused send: the valid user's send goes through on its own.
+                let result = try await client.send(circlMessage(to: ["ok-user"]))
+                #expect(result.outcomes.map(\.outcome) == ["delivered"])
+                await client.close()
+            }
+        }
+
+        @Test func tokensTimeZonesAndEnvironmentsAreCheckedAtRegistration() async throws {
+            try await RelayHarness.with { relay in
+                let circl = relay.client("circl")
+                for token in ["ab", String(repeating: "a", count: 400), String(repeating: "z", count: 64)] {
+                    #expect(
+                        await fieldError { try await circl.registerDevice(registration(user: "ada", token: token)) }
+                            == "register_device.token")
+                }
+                var mars = registration(user: "ada", token: randomToken())
+                mars.timeZone = "Mars/Olympus"
+                #expect(await fieldError { try await circl.registerDevice(mars) } == "register_device.time_zone")
+                await circl.close()
+                // argus sends only to its production app: a sandbox token would never be delivered.
+                let argus = relay.client("argus")
+                let sandbox = registration(user: "owner", token: randomToken(), environment: .sandbox)
+                #expect(await fieldError { try await argus.registerDevice(sandbox) } == "register_device.environment")
+                await argus.close()
+            }
+        }
+
+        @Test func aTypeWithASubscriptionReachesOnlyTheDevicesSubscribedToIt() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("familyportal")
+                let chatDevice = randomToken()
+                let photosDevice = randomToken()
+                _ = try await client.registerDevice(registration(user: "mum", token: chatDevice, topics: ["chat"]))
+                _ = try await client.registerDevice(registration(user: "mum", token: photosDevice, topics: ["photos"]))
+                var send = familyChat()
+                send.topic = ""
+                send.userIds = ["mum"]
+                send.wait = true
+                let result = try await client.send(send)
+                #expect(result.outcomes.map(\.token) == [chatDevice])
+                #expect(await fieldError { try await client.send(familyChat(topic: "photos")) } == "send.topic")
+                await client.close()
+            }
+        }
+
+        @Test func aConnectionHoldsABoundedNumberOfSubscriptions() async throws {
+            try await RelayHarness.with { relay in
+                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let hello = try #require(
+                    await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                #expect(hello.kind == FrameKind.hello.answer)
+                var subscribe = Pushrelay_V1_SubscribeResults()
+                subscribe.receipts = true
+                for id in 1...ConnectionBounds.maximumSubscriptions {
+                    try await connection.send(kind: .subscribeResults, requestID: UInt32(10 + id), message: subscribe)
+                    #expect(await connection.next()?.kind == FrameKind.subscribeResults.answer)
+                }
+                try await connection.send(kind: .subscribeResults, requestID: 999, message: subscribe)
+                #expect(await connection.nextError() == .invalidArgument)
+                #expect(try await connection.pingWorks())
+                await connection.close()
+            }
+        }
+
+        @Test func aRequestIDInFlightAgainIsRefusedOnRequestIDZero() async throws {
+            try await RelayHarness.with { relay in
+                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                var send = circlMessage(to: ["ada"])
+                send.wait = true
+                _ = try await relay.client("circl").registerDevice(registration(user: "ada", token: randomToken()))
+                try await connection.send(kind: .send, requestID: 5, message: send)
+                try await connection.send(kind: .send, requestID: 5, message: send)
+                var answers: [Frame] = []
+                for _ in 0..<2 {
+                    if let frame = await connection.next() { answers.append(frame) }
+                }
+                let refusal = try #require(answers.first { $0.kind == .error })
+                #expect(refusal.requestID == 0)
+                #expect(try refusal.decode(Pushrelay_V1_Error.self).code == .duplicateRequestID)
+                #expect(answers.contains { $0.kind == FrameKind.send.answer && $0.requestID == 5 })
+                await connection.close()
+            }
+        }
+    }
+
+    /// A backend that sends and never reads, before HELLO or after it: the relay stops reading its socket once
+    /// its answers wait (so its memory for that peer stays bounded), goes on serving the others, and closes the
+    /// connection after the write-stall timeout.
+    @Suite struct PeerThatDoesNotReadTests {
+        @Test(arguments: [false, true])
+        func aFloodingPeerThatDoesNotReadIsNotReadAndIsClosed(authenticated: Bool) async throws {
+            try await RelayHarness.with(configure: { $0.writeStallTimeout = .seconds(1) }) { relay in
+                let flooder = try await NonReadingConnection.connect(port: relay.server.port, group: relay.group)
+                if authenticated {
+                    var hello = Pushrelay_V1_Hello()
+                    (hello.minVersion, hello.maxVersion) = (1, 1)
+                    hello.tenant = "circl"
+                    hello.credential = relay.credentials["circl"]!
+                    flooder.write(FrameEncoder().frame(kind: .hello, requestID: 1, message: hello))
+                }
+                // 64 MiB of PINGs offered; the relay must take far fewer before it stops reading.
+                var chunk = ByteBuffer()
+                for id in 0..<8_192 {
+                    chunk.writeImmutableBuffer(
+                        FrameEncoder().frame(kind: .ping, requestID: UInt32(2 + id), message: Pushrelay_V1_Ping()))
+                }
+                let offered = try await flooder.flood(chunk, totalBytes: 64 << 20, for: .seconds(5))
+                let taken = flooder.flushedBytes
+                #expect(taken < offered / 2, "the relay read \(taken) of \(offered) bytes from a peer that does not read")
+                // Others are served meanwhile.
+                let other = relay.client("circl")
+                #expect(try await other.ping(nonce: 3) == 3)
+                // The flooder's connection is closed after the write-stall timeout.
+                #expect(await eventually(within: 20) { relay.server.connectionCount == 1 })
+                await other.close()
+                flooder.close()
+            }
+        }
+    }
+
+    /// Rights lost while a connection is open end it within ``RelayService/rightsLifetime`` and one check
+    /// interval: a revoked credential, a disabled tenant.
+    @Suite struct RightsOnOpenConnectionTests {
+        @Test func aCredentialRevokedWhileItsConnectionIsOpenIsRefusedAndTheConnectionClosed() async throws {
+            try await RelayHarness.with { relay in
+                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                #expect(try await connection.pingWorks())
+                let credential = try #require(try await relay.store.listCredentials(tenant: "circl").first)
+                try await relay.store.revokeCredential(tenant: "circl", id: credential.id)
+                let refusal = try #require(await connection.next())
+                #expect(refusal.kind == .error && refusal.requestID == 0)
+                #expect(try refusal.decode(Pushrelay_V1_Error.self).code == .authenticationFailed)
+                #expect(await connection.isClosedByRelay())
+                await connection.close()
+            }
+        }
+
+        @Test func aTenantDisabledWhileItsConnectionIsOpenIsRefused() async throws {
+            try await RelayHarness.with { relay in
+                let client = relay.client("circl")
+                #expect(try await client.ping(nonce: 1) == 1)
+                try await relay.store.setTenantEnabled(id: "circl", enabled: false)
+                #expect(
+                    await eventually(within: 10) {
+                        await errorCode { try await client.listDevices(userID: "ada") } == .authenticationFailed
+                    })
+                await client.close()
+            }
+        }
+    }
+}
+
+/// The field an `INVALID_ARGUMENT` names, `nil` when the call succeeded or failed otherwise.
+private func fieldError(_ call: () async throws -> some Any) async -> String? {
+    do {
+        _ = try await call()
+        return nil
+    } catch let error as PushRelayClientError {
+        guard case .relay(let error) = error, error.code == .invalidArgument else { return nil }
+        return error.field
+    } catch {
+        return nil
+    }
+}
+
+/// A connection that writes and never reads (its channel does not read the socket), counting the bytes the
+/// kernel took.
+private final class NonReadingConnection: Sendable {
+    private let channel: any Channel
+    private let flushed = Atomic<Int>(0)
+
+    private init(channel: any Channel) {
+        self.channel = channel
+    }
+
+    static func connect(port: Int, group: any EventLoopGroup) async throws -> NonReadingConnection {
+        let channel = try await ClientBootstrap(group: group)
+            .channelOption(.autoRead, value: false)
+            .connect(host: "127.0.0.1", port: port)
+            .get()
+        return NonReadingConnection(channel: channel)
+    }
+
+    /// Bytes written to the socket so far.
+    var flushedBytes: Int { flushed.load(ordering: .relaxed) }
+
+    /// Writes `bytes` without waiting.
+    func write(_ bytes: ByteBuffer) {
+        let count = bytes.readableBytes
+        channel.writeAndFlush(bytes).whenSuccess { [self] in
+            flushed.wrappingAdd(count, ordering: .relaxed)
+        }
+    }
+
+    /// Writes `chunk` again and again, whenever the channel can take more, until `totalBytes` are offered or
+    /// `duration` has passed; returns the bytes offered.
+    func flood(_ chunk: ByteBuffer, totalBytes: Int, for duration: Duration) async throws -> Int {
+        let end = ContinuousClock.now + duration
+        var offered = 0
+        while offered < totalBytes, ContinuousClock.now < end {
+            if channel.isWritable {
+                write(chunk)
+                offered += chunk.readableBytes
+            } else {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        return offered
+    }
+
+    func close() {
+        channel.close(promise: nil)
+    }
+}
