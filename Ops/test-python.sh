@@ -120,12 +120,11 @@ step="relay-setup"
 log "relay: tenants, credentials, serve"
 [ -x "$BIN" ] || fail "no relay binary at $BIN (swift build first, or set PUSHRELAY_BIN)"
 "$BIN" admin tenant sync Tenants --data-dir "$TMP/pg"
-# `credential issue` prints "secret: prk_..." once.
+# `credential issue --secret-only` prints the secret alone, once.
 issue_secret() {
-    local output secret
-    output="$("$BIN" admin credential issue "$1" --name python-tests --data-dir "$TMP/pg")"
-    secret="$(printf '%s\n' "$output" | grep -oE 'prk_[A-Za-z0-9_-]+' | head -n 1)"
-    [ -n "$secret" ] || fail "no prk_ secret in the output of credential issue $1: $output"
+    local secret
+    secret="$("$BIN" admin credential issue "$1" --name python-tests --secret-only --data-dir "$TMP/pg")"
+    [[ "$secret" =~ ^prk_[A-Za-z0-9_-]+$ ]] || fail "credential issue $1 --secret-only printed no bare secret"
     printf '%s' "$secret"
 }
 CIRCL_SECRET="$(issue_secret circl)"

@@ -1,3 +1,4 @@
+import Foundation
 public import NIOCore
 public import SwiftProtobuf
 
@@ -17,13 +18,92 @@ public struct Frame: Sendable {
         self.body = body
     }
 
-    /// Decodes the body as a message; a body that is not that message is `INVALID_BODY`.
+    /// Decodes the body as a message; a body that is not that message is `INVALID_BODY`, and so is one that
+    /// carries a field the message has with another wire type (protobuf would keep it as an unknown field and
+    /// the request would go on without it). Fields the message does not have are ignored, as protobuf's rules
+    /// for evolving a protocol ask.
     public func decode<M: SwiftProtobuf.Message>(_ type: M.Type = M.self) throws(ProtocolError) -> M {
+        let message: M
         do {
-            return try M(serializedBytes: Array(body.readableBytesView))
+            message = try M(serializedBytes: Array(body.readableBytesView))
         } catch {
             throw ProtocolError(.invalidBody, "the body is not a valid \(M.protoMessageName): \(error)")
         }
+        if !message.unknownFields.data.isEmpty,
+            let number = UnknownFields.numbers(in: message.unknownFields.data).first(where: M.hasField(number:))
+        {
+            throw ProtocolError(
+                .invalidBody, "field \(number) of \(M.protoMessageName) has the wrong wire type for its declared type")
+        }
+        return message
+    }
+}
+
+extension SwiftProtobuf.Message {
+    /// Whether the message declares field `number`: a field of that number with some wire type decodes into it
+    /// instead of into its unknown fields.
+    fileprivate static func hasField(number: Int) -> Bool {
+        let tag = UInt64(number) << 3
+        // Varint 0, 8 zero bytes, an empty length-delimited value, 4 zero bytes.
+        let encodings: [[UInt8]] = [
+            UnknownFields.varint(tag | 0) + [0], UnknownFields.varint(tag | 1) + Array(repeating: 0, count: 8),
+            UnknownFields.varint(tag | 2) + [0], UnknownFields.varint(tag | 5) + Array(repeating: 0, count: 4),
+        ]
+        return encodings.contains { bytes in
+            (try? Self(serializedBytes: bytes)).map { $0.unknownFields.data.isEmpty } ?? false
+        }
+    }
+}
+
+/// Reads the field numbers of protobuf's unknown-field bytes.
+private enum UnknownFields {
+    /// The field numbers in `data`, in order, as far as it can be read.
+    static func numbers(in data: Data) -> [Int] {
+        var bytes = data[...]
+        var numbers: [Int] = []
+        while let tag = readVarint(&bytes) {
+            numbers.append(Int(truncatingIfNeeded: tag >> 3))
+            let skipped: Bool
+            switch tag & 7 {
+            case 0: skipped = readVarint(&bytes) != nil
+            case 1: skipped = skip(8, &bytes)
+            case 2: skipped = readVarint(&bytes).map { skip(Int(clamping: $0), &bytes) } ?? false
+            case 5: skipped = skip(4, &bytes)
+            default: skipped = false
+            }
+            if !skipped { break }
+        }
+        return numbers
+    }
+
+    /// The varint encoding of `value`.
+    static func varint(_ value: UInt64) -> [UInt8] {
+        var value = value
+        var bytes: [UInt8] = []
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+        return bytes
+    }
+
+    private static func readVarint(_ bytes: inout Data.SubSequence) -> UInt64? {
+        var value: UInt64 = 0
+        var shift: UInt64 = 0
+        while let byte = bytes.popFirst() {
+            guard shift < 64 else { return nil }
+            value |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 { return value }
+            shift += 7
+        }
+        return nil
+    }
+
+    private static func skip(_ count: Int, _ bytes: inout Data.SubSequence) -> Bool {
+        guard count <= bytes.count else { return false }
+        bytes = bytes.dropFirst(count)
+        return true
     }
 }
 

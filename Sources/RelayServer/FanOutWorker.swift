@@ -878,7 +878,12 @@ private struct PageSender {
             record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(record.sentAt) * 1000)
             if report.outcome == .tokenDead {
                 let timestamp = report.response?.timestampMilliseconds.map(Date.init(unixMilliseconds:)) ?? answeredAt
-                await tokenDied(device, reason: record.reason ?? "", at: timestamp)
+                if await !tokenDied(device, reason: record.reason ?? "", at: timestamp) {
+                    // Apple's rule: a token registered after the time APNs says it stopped being valid stays in
+                    // use. The device is kept, so the outcome is a failed attempt, not a dead token.
+                    record.outcome = .retryLater
+                    record.reason = (record.reason ?? "") + " (kept: registered after its timestamp)"
+                }
             } else if report.outcome == .delivered, results.hasSubscribers(tenant: page.tenantID, receipts: true) {
                 var event = Pushrelay_V1_ResultEvent()
                 event.receipt = Pushrelay_V1_Delivery(record)
@@ -891,8 +896,14 @@ private struct PageSender {
         return record
     }
 
-    private func tokenDied(_ device: DeviceTarget, reason: String, at timestamp: Date) async {
-        _ = try? await store.deactivateDevice(tenant: page.tenantID, token: device.token, appleTimestamp: timestamp)
+    /// Deactivates a token APNs declared dead at `timestamp` and announces it; returns `false` when every row of
+    /// the token was registered after `timestamp`, so none was deactivated and nothing is announced.
+    private func tokenDied(_ device: DeviceTarget, reason: String, at timestamp: Date) async -> Bool {
+        // A database that does not answer leaves the verdict standing: the token is announced dead.
+        let deactivated =
+            (try? await store.deactivateDevice(tenant: page.tenantID, token: device.token, appleTimestamp: timestamp))
+            ?? 1
+        guard deactivated > 0 else { return false }
         var dead = Pushrelay_V1_DeadToken()
         dead.userID = device.userID
         dead.token = device.token
@@ -902,6 +913,7 @@ private struct PageSender {
         var event = Pushrelay_V1_ResultEvent()
         event.deadToken = dead
         results.publish(event, tenant: page.tenantID)
+        return true
     }
 }
 

@@ -166,7 +166,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         case .fatal(let requestID, let error):
             logger.info(
                 "unreadable frame; closing", metadata: ["request": "\(requestName(requestID))", "error": "\(error)"])
-            writeError(error, requestID: requestID, kind: nil, context: context)
+            // About the connection, which closes: request id 0.
+            writeError(error, requestID: 0, kind: nil, context: context)
             close(context: context)
         case .refused(let requestID, let kind, let error):
             writeError(error, requestID: requestID, kind: kind, context: context)

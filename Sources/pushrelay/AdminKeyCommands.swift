@@ -240,12 +240,19 @@ struct AdminCredentialCommand: AsyncParsableCommand {
         @Option(help: "A name for the credential, e.g. the backend that will hold it.")
         var name = "backend"
 
+        @Flag(help: "Print only the secret, on one line: for scripts (`secret=$(pushrelay admin credential issue …)`).")
+        var secretOnly = false
+
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {
-            let (tenant, name) = (self.tenant, self.name)
+            let (tenant, name, secretOnly) = (self.tenant, self.name, self.secretOnly)
             try await database.withStore { store in
                 let credential = try await store.issueCredential(tenant: tenant, name: name)
+                if secretOnly {
+                    print(credential.secret)
+                    return
+                }
                 print("issued credential \(credential.id) (\(credential.name)) for \(tenant)")
                 print("secret: \(credential.secret)")
                 print("Store it now: it is not saved and will not be shown again.")

@@ -146,6 +146,11 @@ extension ServeSettings {
         let settings = self
         try await DatabaseOptions.withStore(databaseURL: databaseURL, dataDir: dataDir) { store in
             if !folder.isEmpty {
+                guard FileManager.default.fileExists(atPath: folder) else {
+                    throw Failure(
+                        message: "no tenants folder \(folder) (give one with --tenants, PUSHRELAY_TENANTS or "
+                            + "`tenants:` in the settings file; \"\" applies none)")
+                }
                 let report = try await store.syncTenants(try TenantConfiguration.loadFolder(folder))
                 logger.info(
                     "tenants applied",

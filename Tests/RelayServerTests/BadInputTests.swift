@@ -47,11 +47,19 @@ extension RelayServerSuites {
                 status.jobID = "not-a-job"
                 try await connection.send(kind: .jobStatus, requestID: 13, message: status)
                 #expect(await connection.nextError() == .notFound)
+                // job_id (field 1, a string) sent as a varint: not silently dropped.
+                try await connection.send(frameHeader(length: 2, kind: 0x0021, requestID: 15) + [0x08, 0x01])
+                #expect(await connection.nextError() == .invalidBody)
+                // A field the message does not have is ignored (the protocol evolves by adding fields).
+                try await connection.send(frameHeader(length: 3, kind: 0x0002, requestID: 16) + [0xF8, 0x01, 0x01])
+                #expect(await connection.next()?.kind == FrameKind.ping.answer)
                 #expect(try await connection.pingWorks())
 
                 // A frame declaring a body over the limit breaks the framing: error, then close.
                 try await connection.send(frameHeader(length: 50_000_000, kind: 0x0020, requestID: 14))
-                #expect(await connection.nextError() == .frameTooLarge)
+                let tooLarge = try #require(await connection.next())
+                #expect(tooLarge.requestID == 0, "an error about the connection has request id 0")
+                #expect(try tooLarge.decode(Pushrelay_V1_Error.self).code == .frameTooLarge)
                 #expect(await connection.isClosedByRelay())
                 await connection.close()
 

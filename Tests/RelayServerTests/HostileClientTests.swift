@@ -239,6 +239,29 @@ extension RelayServerSuites {
     }
 }
 
+extension RelayServerSuites {
+    /// Apple's rule for a 410: its timestamp says when the token stopped being valid, and a registration after
+    /// that time stands. The outcome, the registry and the results stream agree on it.
+    @Suite struct DeadTokenTimestampTests {
+        @Test func a410OlderThanTheRegistrationKeepsTheDeviceAndIsNotADeadToken() async throws {
+            try await RelayHarness.with { relay in
+                let token = randomToken()
+                let client = relay.client("circl")
+                _ = try await client.registerDevice(registration(user: "ada", token: token))
+                let anHourAgo = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
+                relay.simulator.updateFaults { $0.unregisteredTokens[token] = anHourAgo }
+                let result = try await client.send(circlMessage(to: ["ada"]))
+                let outcome = try #require(result.outcomes.first)
+                #expect(outcome.outcome == "failed")
+                #expect(outcome.reason.contains("kept"))
+                let devices = try await client.listDevices(userID: "ada")
+                #expect(devices.devices.map(\.active) == [true])
+                await client.close()
+            }
+        }
+    }
+}
+
 /// The field an `INVALID_ARGUMENT` names, `nil` when the call succeeded or failed otherwise.
 private func fieldError(_ call: () async throws -> some Any) async -> String? {
     do {

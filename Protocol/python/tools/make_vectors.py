@@ -197,18 +197,16 @@ def vectors() -> List[Dict[str, Any]]:
         ),
         valid(
             "send_ok",
-            "SEND_OK: the job is accepted, not yet fanned out.",
+            "SEND_OK: the job is accepted, not yet fanned out (so no device is counted yet).",
             Kind.SEND_OK,
             4,
             pb.SendResult(
                 job_id=JOB_ID,
-                devices=2,
                 job=pb.Job(
                     job_id=JOB_ID,
                     state=pb.ACCEPTED,
                     notification_type="message",
                     created_at_ms=CREATED_AT_MS,
-                    devices=2,
                 ),
             ),
         ),

@@ -879,7 +879,8 @@ public nonisolated struct Pushrelay_V1_SendResult: Sendable {
   /// The idempotency key matched an earlier job; nothing new was sent.
   public var duplicate: Bool = false
 
-  /// Devices the job resolved to (known at once only with wait).
+  /// Devices the job sends to, skipped ones not counted (known at once only with wait; 0 before the
+  /// job is planned).
   public var devices: UInt32 = 0
 
   /// With wait: one entry per device and per recipient without a device.
@@ -917,6 +918,8 @@ public nonisolated struct Pushrelay_V1_Job: Sendable {
 
   public var finishedAtMs: Int64 = 0
 
+  /// Devices sent to so far; skipped devices and recipients are counted in `skipped` only. A
+  /// COMPLETED job has delivered + failed == devices.
   public var devices: UInt32 = 0
 
   public var delivered: UInt32 = 0
