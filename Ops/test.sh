@@ -9,9 +9,11 @@
 #   2. swift build --build-tests, failing on any compiler warning in our own code
 #      (Sources/, Tests/, Package.swift); warnings from dependencies (.build/checkouts) are ignored
 #   3. swift format lint --strict with the repo's .swift-format (any finding fails)
-#   4. swift test "$@"
+#   4. swift test "$@" (the in-process fuzzer, Tests/PushRelayProtocolTests/FuzzTests.swift, prints its
+#      totals as `fuzz: ...` lines)
 #   5. Ops/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
-#   6. Ops/test-python.sh: the Python client's tests, then the client against `pushrelay serve`
+#   6. Ops/test-python.sh: the Python client's tests, then the client against `pushrelay serve`;
+#      Ops/hostile-clients.sh: hostile clients against `pushrelay serve`, with its accounting
 #   7. Ops/crash-test.sh (a relay killed with SIGKILL mid fan-out and restarted: every device served,
 #      duplicates within the window, deliveries agree with APNs), Ops/two-relays.sh (two relays
 #      on one database share one fan-out, every device exactly once) and Ops/three-relays.sh (three
@@ -128,6 +130,9 @@ bash "$ROOT/Ops/smoke-apns-cli.sh" "$(swift build "${scratch[@]}" --show-bin-pat
 step="python-client"
 log "Ops/test-python.sh"
 PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/test-python.sh"
+step="hostile-clients"
+log "Ops/hostile-clients.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/hostile-clients.sh"
 
 # --- 7. durable fan-out: a crash mid fan-out, two relays on one database -------------------------
 step="fan-out-crash"
@@ -162,6 +167,6 @@ PUSHRELAY_BIN="$bin" NODE_DEVICES="${NODE_DEVICES:-3000}" bash "$ROOT/Ops/fault-
 
 step="done"
 printf '
-test.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, fan-out crash, two and three relays, load-test smoke and fault runs passed in %ds
+test.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, hostile clients, fan-out crash, two and three relays, load-test smoke and fault runs passed in %ds
 ' \
     "${*:+ $*}" "$(($(date +%s) - started))"

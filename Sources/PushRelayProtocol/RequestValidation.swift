@@ -107,9 +107,10 @@ extension Pushrelay_V1_Send: ValidatedRequest {
                 "relevance_score is from 0 to 1")
         }
         try check.text(customJson, "custom_json")
+        // Values fill the thread-id and category templates: ids, like the fields they become.
         for (name, value) in templateValues {
             try check.id(name, "template_values")
-            try check.text(value, "template_values")
+            try check.id(value, "template_values", required: false)
         }
         try check.id(collapseID, "collapse_id", required: false, maximumBytes: FieldRules.maximumCollapseIDBytes)
         if hasExpiration { try check.number(expiration, "expiration", in: 0...FieldRules.latestExpirationSeconds) }
