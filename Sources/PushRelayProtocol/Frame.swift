@@ -29,9 +29,11 @@ public struct Frame: Sendable {
         } catch {
             throw ProtocolError(.invalidBody, "the body is not a valid \(M.protoMessageName): \(error)")
         }
-        if !message.unknownFields.data.isEmpty,
-            let number = UnknownFields.numbers(in: message.unknownFields.data).first(where: M.hasField(number:))
-        {
+        guard !message.unknownFields.data.isEmpty else { return message }
+        guard let numbers = UnknownFields.numbers(in: message.unknownFields.data) else {
+            throw ProtocolError(.invalidBody, "the body holds a group, which proto3 messages do not have")
+        }
+        if let number = numbers.first(where: M.hasField(number:)) {
             throw ProtocolError(
                 .invalidBody, "field \(number) of \(M.protoMessageName) has the wrong wire type for its declared type")
         }
@@ -57,11 +59,13 @@ extension SwiftProtobuf.Message {
 
 /// Reads the field numbers of protobuf's unknown-field bytes.
 private enum UnknownFields {
-    /// The field numbers in `data`, in order, as far as it can be read.
-    static func numbers(in data: Data) -> [Int] {
+    /// The field numbers in `data`, in order; `nil` when it holds a group (wire types 3 and 4, which proto3
+    /// does not have) or cannot be read.
+    static func numbers(in data: Data) -> [Int]? {
         var bytes = data[...]
         var numbers: [Int] = []
-        while let tag = readVarint(&bytes) {
+        while !bytes.isEmpty {
+            guard let tag = readVarint(&bytes) else { return nil }
             numbers.append(Int(truncatingIfNeeded: tag >> 3))
             let skipped: Bool
             switch tag & 7 {
@@ -71,7 +75,7 @@ private enum UnknownFields {
             case 5: skipped = skip(4, &bytes)
             default: skipped = false
             }
-            if !skipped { break }
+            guard skipped else { return nil }
         }
         return numbers
     }

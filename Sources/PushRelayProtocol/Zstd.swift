@@ -8,8 +8,6 @@ public import NIOCore
 public enum Zstd {
     /// `ZSTD_CONTENTSIZE_UNKNOWN`: the frame does not declare its content size.
     private static let contentSizeUnknown = UInt64.max
-    /// `ZSTD_CONTENTSIZE_ERROR`: the bytes are not a zstd frame header.
-    private static let contentSizeError = UInt64.max - 1
     /// The first four bytes of a zstd frame (not a skippable one), little-endian.
     private static let magicNumber: UInt32 = 0xFD2F_B528
 
@@ -50,9 +48,9 @@ public enum Zstd {
         switch size {
         case contentSizeUnknown:
             throw ProtocolError(.decompressedTooLarge, "the zstd frame does not declare its content size")
-        case contentSizeError:
-            throw ProtocolError(.badCompression, "the body is not a zstd frame")
         case let size where size > UInt64(limit):
+            // Includes 2^64 - 2, which libzstd reports as an error value: the frame was read whole above, so
+            // that is what it declares.
             throw ProtocolError(
                 .decompressedTooLarge, "the zstd frame declares \(size) bytes; at most \(limit) are accepted"
             )

@@ -230,7 +230,8 @@ extension RelayServerSuites {
                 let client = relay.client("familyportal")
                 let tokens = ["a1", "b2", "c3"].map { String(repeating: $0, count: 32) }
                 for (user, token) in zip(["ann", "bob", "cat"], tokens) {
-                    _ = try await client.registerDevice(registration(user: user, token: token))
+                    // chat_message reaches the devices subscribed to chat.
+                    _ = try await client.registerDevice(registration(user: user, token: token, topics: ["chat"]))
                 }
                 var send = Pushrelay_V1_Send()
                 send.notificationType = "chat_message"

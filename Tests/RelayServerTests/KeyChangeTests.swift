@@ -25,7 +25,7 @@ extension RelayServerSuites {
                 let client = relay.client("circl")
                 let family = relay.client("familyportal")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
-                _ = try await family.registerDevice(registration(user: "mum", token: randomToken()))
+                _ = try await family.registerDevice(registration(user: "mum", token: randomToken(), topics: ["chat"]))
                 var chat = Pushrelay_V1_Send()
                 chat.notificationType = "chat_message"
                 chat.userIds = ["mum"]

@@ -38,6 +38,14 @@ extension RelayServerSuites {
                 let refused = await errorCode { try await intruder.ping() }
                 #expect(refused == .authenticationFailed)
                 await intruder.close()
+                // A backend that swapped its tenant and its secret: the secret is neither echoed nor logged.
+                let swapped = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let answer = try #require(
+                    await swapped.hello(tenant: relay.credentials["circl"]!, credential: "circl"))
+                let error = try answer.decode(Pushrelay_V1_Error.self)
+                #expect(error.code == .authenticationFailed)
+                #expect(!error.message.contains(relay.credentials["circl"]!))
+                await swapped.close()
                 for secret in [relay.credentials["circl"]!, wrong, relay.masterKey.base64] { secrets.append(secret) }
             }
             let forbidden =

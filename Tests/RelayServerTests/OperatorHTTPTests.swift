@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Logging
 import Metrics
@@ -47,6 +48,23 @@ extension RelayServerSuites {
                     #expect(notReady.status == 503)
                     #expect(notReady.body.contains("APNs pool circl (production) is not built"))
                 }
+            }
+        }
+
+        @Test func aRelayWithoutTheMasterKeyItsTenantsNeedIsNotReadyAndNamesThem() async throws {
+            try await RelayHarness.with { relay in
+                let signing = P256.Signing.PrivateKey()
+                try await relay.store.addSigningKey(
+                    tenant: "circl", p8PEM: signing.pemRepresentation, keyID: "LOCKEDKEY1", teamID: "CIRCLTEAM1",
+                    masterKey: relay.masterKey)
+                let withKey = await relay.pools.notReadyReason()
+                #expect(withKey == nil)
+                let locked = PoolRegistry(
+                    store: relay.store, masterKey: nil, target: APNsTarget(connectionsPerPool: 1), group: relay.group,
+                    logger: quietLogger)
+                let reason = try #require(await locked.notReadyReason())
+                #expect(reason.contains("no master key") && reason.contains("circl"))
+                #expect(!reason.contains("argus"))
             }
         }
 

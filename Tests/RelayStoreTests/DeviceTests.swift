@@ -27,6 +27,26 @@ func instant(_ seconds: Int = 0) -> Date {
 
 @Suite("Device registry")
 struct DeviceTests {
+    @Test("a value PostgreSQL refuses for its data (a NUL in text) is a rejected statement, not an unavailable database")
+    func refusedDataIsNotUnavailability() async throws {
+        try await withTenantStore { store in
+            do {
+                _ = try await store.registerDevice(
+                    tenant: "anky", registration: DeviceRegistration(userID: "a\u{0}b", token: deviceToken(1)),
+                    at: instant(0))
+                Issue.record("a user id with a NUL was stored")
+            } catch let error as RelayStoreError {
+                guard case .statementRejected(let message) = error else {
+                    Issue.record("expected statementRejected, got \(error)")
+                    return
+                }
+                #expect(message.contains("22021"))
+            } catch {
+                Issue.record("expected a RelayStoreError, got \(error)")
+            }
+        }
+    }
+
     @Test("anky (one_per_user_platform): re-registering on launch replaces the token, logout removes it")
     func ankyOnePerUserPlatform() async throws {
         try await withTenantStore { store in
