@@ -31,16 +31,19 @@ extension Pushrelay_V1_Hello: ValidatedRequest {
 }
 
 extension Pushrelay_V1_Ping: ValidatedRequest {
+    /// Checks the fields of a `Ping` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {}
 }
 
 extension Pushrelay_V1_Goodbye: ValidatedRequest {
+    /// Checks the fields of a `Goodbye` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         try FieldChecker("goodbye").id(reason, "reason", required: false)
     }
 }
 
 extension Pushrelay_V1_RegisterDevice: ValidatedRequest {
+    /// Checks the fields of a `RegisterDevice` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("register_device")
         try check.id(userID, "user_id")
@@ -58,6 +61,7 @@ extension Pushrelay_V1_RegisterDevice: ValidatedRequest {
 }
 
 extension Pushrelay_V1_UnregisterDevice: ValidatedRequest {
+    /// Checks the fields of a `UnregisterDevice` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("unregister_device")
         if !token.isEmpty {
@@ -72,12 +76,14 @@ extension Pushrelay_V1_UnregisterDevice: ValidatedRequest {
 }
 
 extension Pushrelay_V1_ListDevices: ValidatedRequest {
+    /// Checks the fields of a `ListDevices` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         try FieldChecker("list_devices").id(userID, "user_id")
     }
 }
 
 extension Pushrelay_V1_Send: ValidatedRequest {
+    /// Checks the fields of a `Send` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("send")
         try check.id(notificationType, "notification_type")
@@ -145,18 +151,21 @@ extension Pushrelay_V1_Alert {
 }
 
 extension Pushrelay_V1_JobStatus: ValidatedRequest {
+    /// Checks the fields of a `JobStatus` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         try FieldChecker("job_status").id(jobID, "job_id")
     }
 }
 
 extension Pushrelay_V1_CancelJob: ValidatedRequest {
+    /// Checks the fields of a `CancelJob` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         try FieldChecker("cancel_job").id(jobID, "job_id")
     }
 }
 
 extension Pushrelay_V1_QueryDeliveries: ValidatedRequest {
+    /// Checks the fields of a `QueryDeliveries` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("query_deliveries")
         try check.id(jobID, "job_id", required: false)
@@ -175,6 +184,7 @@ extension Pushrelay_V1_QueryDeliveries: ValidatedRequest {
 }
 
 extension Pushrelay_V1_SetPreferences: ValidatedRequest {
+    /// Checks the fields of a `SetPreferences` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("set_preferences")
         try check.id(userID, "user_id")
@@ -185,12 +195,14 @@ extension Pushrelay_V1_SetPreferences: ValidatedRequest {
 }
 
 extension Pushrelay_V1_GetPreferences: ValidatedRequest {
+    /// Checks the fields of a `GetPreferences` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         try FieldChecker("get_preferences").id(userID, "user_id")
     }
 }
 
 extension Pushrelay_V1_SetMute: ValidatedRequest {
+    /// Checks the fields of a `SetMute` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("set_mute")
         try check.id(userID, "user_id")
@@ -201,6 +213,7 @@ extension Pushrelay_V1_SetMute: ValidatedRequest {
 }
 
 extension Pushrelay_V1_ClearMute: ValidatedRequest {
+    /// Checks the fields of a `ClearMute` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("clear_mute")
         try check.id(userID, "user_id")
@@ -210,12 +223,14 @@ extension Pushrelay_V1_ClearMute: ValidatedRequest {
 }
 
 extension Pushrelay_V1_ListMutes: ValidatedRequest {
+    /// Checks the fields of a `ListMutes` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         try FieldChecker("list_mutes").id(userID, "user_id")
     }
 }
 
 extension Pushrelay_V1_SetPresence: ValidatedRequest {
+    /// Checks the fields of a `SetPresence` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("set_presence")
         try check.id(userID, "user_id")
@@ -225,9 +240,11 @@ extension Pushrelay_V1_SetPresence: ValidatedRequest {
 }
 
 extension Pushrelay_V1_SubscribeResults: ValidatedRequest {
+    /// Checks the fields of a `SubscribeResults` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {}
 }
 
 extension Pushrelay_V1_UnsubscribeResults: ValidatedRequest {
+    /// Checks the fields of a `UnsubscribeResults` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {}
 }

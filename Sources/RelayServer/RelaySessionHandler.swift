@@ -438,7 +438,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         guard subscriptions.count < ConnectionBounds.maximumSubscriptions else {
             writeError(
                 .invalidArgument(
-                    "subscribe_results", "a connection holds at most \(ConnectionBounds.maximumSubscriptions) subscriptions"),
+                    "subscribe_results",
+                    "a connection holds at most \(ConnectionBounds.maximumSubscriptions) subscriptions"),
                 requestID: requestID, kind: .subscribeResults, context: context)
             return
         }

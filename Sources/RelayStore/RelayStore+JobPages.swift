@@ -232,12 +232,14 @@ extension RelayStore {
         case .users(let users):
             return try await addListedJobPage(
                 uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "user_id", values: users,
-                excludedUsers: excludedUsers, topics: topics, owner: owner, lease: lease, preparedAs: AddUsersJobPage.self)
+                excludedUsers: excludedUsers, topics: topics, owner: owner, lease: lease,
+                preparedAs: AddUsersJobPage.self)
         case .tokens(let tokens):
             return try await addListedJobPage(
                 uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "token",
                 values: Self.normalizedTokens(tokens),
-                excludedUsers: excludedUsers, topics: topics, owner: owner, lease: lease, preparedAs: AddTokensJobPage.self)
+                excludedUsers: excludedUsers, topics: topics, owner: owner, lease: lease,
+                preparedAs: AddTokensJobPage.self)
         }
     }
 

@@ -78,7 +78,10 @@ struct ServeCommand: AsyncParsableCommand {
     var maxRecipients: Int?
     @Option(help: "Seconds without a client frame before a connection is closed; 0 never (default 300).")
     var idleTimeout: Int?
-    @Option(help: "Seconds a connection's answers may wait for a peer that does not read them before it is closed (default 30).")
+    @Option(
+        help:
+            "Seconds a connection's answers may wait for a peer that does not read them before it is closed (default 30)."
+    )
     var writeStallTimeout: Int?
     @Option(help: "Requests per second each credential may make; RATE_LIMITED beyond it (default 1000).")
     var requestsPerSecond: Double?

@@ -80,10 +80,14 @@ extension RelayServerSuites {
                     await fieldError { try await client.send(circlMessage(to: ["nul\u{0}x", "ok-user"])) }
                         == "send.user_ids")
                 #expect(
-                    await fieldError { try await client.registerDevice(registration(user: "a\u{0}b", token: randomToken())) }
+                    await fieldError {
+                        try await client.registerDevice(registration(user: "a\u{0}b", token: randomToken()))
+                    }
                         == "register_device.user_id")
                 #expect(
-                    await fieldError { try await client.registerDevice(registration(user: "a\nb", token: randomToken())) }
+                    await fieldError {
+                        try await client.registerDevice(registration(user: "a\nb", token: randomToken()))
+                    }
                         == "register_device.user_id")
                 // No job was accepted for the refused send: the valid user's send goes through on its own.
                 let result = try await client.send(circlMessage(to: ["ok-user"]))
@@ -194,7 +198,8 @@ extension RelayServerSuites {
                 }
                 let offered = try await flooder.flood(chunk, totalBytes: 64 << 20, for: .seconds(5))
                 let taken = flooder.flushedBytes
-                #expect(taken < offered / 2, "the relay read \(taken) of \(offered) bytes from a peer that does not read")
+                #expect(
+                    taken < offered / 2, "the relay read \(taken) of \(offered) bytes from a peer that does not read")
                 // Others are served meanwhile.
                 let other = relay.client("circl")
                 #expect(try await other.ping(nonce: 3) == 3)

@@ -27,7 +27,8 @@ func instant(_ seconds: Int = 0) -> Date {
 
 @Suite("Device registry")
 struct DeviceTests {
-    @Test("a value PostgreSQL refuses for its data (a NUL in text) is a rejected statement, not an unavailable database")
+    @Test(
+        "a value PostgreSQL refuses for its data (a NUL in text) is a rejected statement, not an unavailable database")
     func refusedDataIsNotUnavailability() async throws {
         try await withTenantStore { store in
             do {
