@@ -113,6 +113,11 @@ public actor PushRelayClient {
         try await call(.queryDeliveries, request)
     }
 
+    /// The notification types of the connection's tenant, as its tenant file declares them.
+    public func notificationTypes() async throws(PushRelayClientError) -> Pushrelay_V1_NotificationTypeList {
+        try await call(.listNotificationTypes, Pushrelay_V1_ListNotificationTypes())
+    }
+
     /// Sets a user's opt-outs per notification type; answers every type's effective setting.
     public func setPreferences(_ request: Pushrelay_V1_SetPreferences) async throws(PushRelayClientError)
         -> Pushrelay_V1_Preferences

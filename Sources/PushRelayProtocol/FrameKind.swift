@@ -31,6 +31,8 @@ public struct FrameKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let cancelJob = FrameKind(rawValue: 0x0023)
     /// QUERY_DELIVERIES (`QueryDeliveries`).
     public static let queryDeliveries = FrameKind(rawValue: 0x0022)
+    /// LIST_NOTIFICATION_TYPES (`ListNotificationTypes`).
+    public static let listNotificationTypes = FrameKind(rawValue: 0x0024)
     /// SET_PREFERENCES (`SetPreferences`).
     public static let setPreferences = FrameKind(rawValue: 0x0030)
     /// GET_PREFERENCES (`GetPreferences`).
@@ -55,7 +57,7 @@ public struct FrameKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// Every request kind a client may send in version 1.
     public static let requests: [FrameKind] = [
         .hello, .ping, .goodbye, .registerDevice, .unregisterDevice, .listDevices, .send, .jobStatus,
-        .cancelJob, .queryDeliveries, .setPreferences, .getPreferences, .setMute, .clearMute, .listMutes, .setPresence,
+        .cancelJob, .queryDeliveries, .listNotificationTypes, .setPreferences, .getPreferences, .setMute, .clearMute, .listMutes, .setPresence,
         .subscribeResults, .unsubscribeResults,
     ]
 

@@ -164,6 +164,11 @@ extension Pushrelay_V1_CancelJob: ValidatedRequest {
     }
 }
 
+extension Pushrelay_V1_ListNotificationTypes: ValidatedRequest {
+    /// A `ListNotificationTypes` has no fields to check.
+    public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {}
+}
+
 extension Pushrelay_V1_QueryDeliveries: ValidatedRequest {
     /// Checks the fields of a `QueryDeliveries` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {

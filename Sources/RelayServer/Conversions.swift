@@ -100,6 +100,26 @@ extension Pushrelay_V1_Job {
     }
 }
 
+extension Pushrelay_V1_NotificationTypeList {
+    /// The notification types of `tenant`, by name.
+    init(_ tenant: TenantConfiguration) {
+        self.init()
+        types = tenant.notificationTypes.sorted { $0.key < $1.key }.map { name, type in
+            var wire = Pushrelay_V1_NotificationType()
+            wire.name = name
+            wire.pushType = type.pushType.rawValue
+            wire.priority = UInt32(clamping: type.priority)
+            wire.mandatory = !type.optOutAllowed
+            wire.defaultEnabled = type.defaultEnabled
+            wire.subscription = type.subscription ?? ""
+            wire.templateValues = Array(
+                Set([type.threadID, type.category].compactMap(\.self).flatMap(SendPlan.placeholders(in:)))
+            ).sorted()
+            return wire
+        }
+    }
+}
+
 extension Pushrelay_V1_JobState {
     /// The wire form of a job state.
     init(_ state: JobState) {

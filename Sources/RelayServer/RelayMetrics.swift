@@ -92,6 +92,7 @@ extension FrameKind {
         case .jobStatus: "job_status"
         case .cancelJob: "cancel_job"
         case .queryDeliveries: "query_deliveries"
+        case .listNotificationTypes: "list_notification_types"
         case .setPreferences: "set_preferences"
         case .getPreferences: "get_preferences"
         case .setMute: "set_mute"

@@ -134,6 +134,9 @@ public final class RelayService: Sendable {
         case .jobStatus: answer = try await jobStatus(try request(), tenant: tenantID)
         case .cancelJob: answer = try await dispatcher.cancel(try request(), tenant: tenantID, logger: logger)
         case .queryDeliveries: answer = try await queryDeliveries(try request(), tenant: tenantID)
+        case .listNotificationTypes:
+            let _: Pushrelay_V1_ListNotificationTypes = try request()
+            answer = Pushrelay_V1_NotificationTypeList(tenant)
         case .setPreferences: answer = try await setPreferences(try request(), tenant: tenant)
         case .getPreferences:
             answer = try await preferences(of: (try request() as Pushrelay_V1_GetPreferences).userID, tenant: tenant)

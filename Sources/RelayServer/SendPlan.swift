@@ -170,6 +170,17 @@ struct SendPlan: Sendable {
         }
     }
 
+    /// The names of `template`'s `{name}` placeholders, in order.
+    static func placeholders(in template: String) -> [String] {
+        var names: [String] = []
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            names.append(String(rest[rest.index(after: open)..<close]))
+            rest = rest[rest.index(after: close)...]
+        }
+        return names
+    }
+
     /// Fills `{name}` placeholders of `template` from `values`.
     static func fill(_ template: String, values: [String: String], field: String) throws(ProtocolError) -> String {
         var output = ""

@@ -134,6 +134,23 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func aClientLearnsItsTenantsNotificationTypesFromARequest() async throws {
+            try await RelayHarness.with { relay in
+                let family = relay.client("familyportal")
+                let types = try await family.notificationTypes().types
+                let chat = try #require(types.first { $0.name == "chat_message" })
+                #expect(chat.subscription == "chat" && chat.pushType == "alert" && chat.priority == 10)
+                await family.close()
+                let circl = relay.client("circl")
+                let circlTypes = try await circl.notificationTypes().types
+                #expect(circlTypes.map(\.name) == circlTypes.map(\.name).sorted())
+                let message = try #require(circlTypes.first { $0.name == "message" })
+                #expect(message.templateValues == ["channel_id", "circle_id"])
+                #expect(!circlTypes.contains { $0.name == "chat_message" })
+                await circl.close()
+            }
+        }
+
         @Test func aConnectionHoldsABoundedNumberOfSubscriptions() async throws {
             try await RelayHarness.with { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)

@@ -284,6 +284,10 @@ class RelayClient:
         """CLEAR_MUTE: lift a thread's or a scope's mute."""
         return self._call(self._client.clear_mute(user_id=user_id, thread_id=thread_id, scope=scope))
 
+    def list_notification_types(self) -> pb.NotificationTypeList:
+        """LIST_NOTIFICATION_TYPES: the tenant's notification types, as its tenant file declares them."""
+        return self._call(self._client.list_notification_types())
+
     def list_mutes(self, *, user_id: str) -> pb.MuteList:
         """LIST_MUTES: the user's mutes in force."""
         return self._call(self._client.list_mutes(user_id=user_id))

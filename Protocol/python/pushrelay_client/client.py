@@ -674,6 +674,10 @@ class AsyncRelayClient:
         message = pb.ClearMute(user_id=user_id, thread_id=thread_id, scope=scope)
         return await self._call(Kind.CLEAR_MUTE, message, pb.ClearMuteResult)
 
+    async def list_notification_types(self) -> pb.NotificationTypeList:
+        """LIST_NOTIFICATION_TYPES: the tenant's notification types, as its tenant file declares them."""
+        return await self._call(Kind.LIST_NOTIFICATION_TYPES, pb.ListNotificationTypes(), pb.NotificationTypeList)
+
     async def list_mutes(self, *, user_id: str) -> pb.MuteList:
         """LIST_MUTES: the user's mutes in force."""
         return await self._call(Kind.LIST_MUTES, pb.ListMutes(user_id=user_id), pb.MuteList)

@@ -74,6 +74,8 @@ class Kind(IntEnum):
     CANCEL_JOB_OK = 0x8023
     QUERY_DELIVERIES = 0x0022
     QUERY_DELIVERIES_OK = 0x8022
+    LIST_NOTIFICATION_TYPES = 0x0024
+    LIST_NOTIFICATION_TYPES_OK = 0x8024
     SET_PREFERENCES = 0x0030
     SET_PREFERENCES_OK = 0x8030
     GET_PREFERENCES = 0x0031
@@ -126,6 +128,8 @@ MESSAGE_TYPES: Dict[int, Type[Message]] = {
     Kind.CANCEL_JOB_OK: pb.Job,
     Kind.QUERY_DELIVERIES: pb.QueryDeliveries,
     Kind.QUERY_DELIVERIES_OK: pb.DeliveryList,
+    Kind.LIST_NOTIFICATION_TYPES: pb.ListNotificationTypes,
+    Kind.LIST_NOTIFICATION_TYPES_OK: pb.NotificationTypeList,
     Kind.SET_PREFERENCES: pb.SetPreferences,
     Kind.SET_PREFERENCES_OK: pb.Preferences,
     Kind.GET_PREFERENCES: pb.GetPreferences,

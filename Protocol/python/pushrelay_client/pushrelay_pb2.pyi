@@ -285,6 +285,10 @@ class ListMutes(_message.Message):
     user_id: str
     def __init__(self, user_id: _Optional[str] = ...) -> None: ...
 
+class ListNotificationTypes(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class Mute(_message.Message):
     __slots__ = ["scope", "thread_id", "until_ms", "user_id"]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -302,6 +306,30 @@ class MuteList(_message.Message):
     MUTES_FIELD_NUMBER: _ClassVar[int]
     mutes: _containers.RepeatedCompositeFieldContainer[Mute]
     def __init__(self, mutes: _Optional[_Iterable[_Union[Mute, _Mapping]]] = ...) -> None: ...
+
+class NotificationType(_message.Message):
+    __slots__ = ["default_enabled", "mandatory", "name", "priority", "push_type", "subscription", "template_values"]
+    DEFAULT_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    MANDATORY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PUSH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_VALUES_FIELD_NUMBER: _ClassVar[int]
+    default_enabled: bool
+    mandatory: bool
+    name: str
+    priority: int
+    push_type: str
+    subscription: str
+    template_values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., push_type: _Optional[str] = ..., priority: _Optional[int] = ..., mandatory: bool = ..., default_enabled: bool = ..., subscription: _Optional[str] = ..., template_values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NotificationTypeList(_message.Message):
+    __slots__ = ["types"]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    types: _containers.RepeatedCompositeFieldContainer[NotificationType]
+    def __init__(self, types: _Optional[_Iterable[_Union[NotificationType, _Mapping]]] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ["nonce"]

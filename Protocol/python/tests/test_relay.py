@@ -350,6 +350,23 @@ def test_receipts_stream() -> None:
     run(test)
 
 
+# -- notification types --------------------------------------------------------------------------
+
+
+def test_list_notification_types_names_what_send_may_use() -> None:
+    async def test() -> None:
+        async with await circl() as client:
+            listed = await client.list_notification_types()
+            by_name = {t.name: t for t in listed.types}
+            assert [t.name for t in listed.types] == sorted(by_name)
+            assert set(by_name["message"].template_values) == {"circle_id", "channel_id"}
+        async with await familyportal() as other:
+            chat = {t.name: t for t in (await other.list_notification_types()).types}["chat_message"]
+            assert chat.subscription == "chat"
+
+    run(test)
+
+
 # -- tenant isolation ----------------------------------------------------------------------------
 
 

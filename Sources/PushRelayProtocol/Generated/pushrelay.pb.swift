@@ -1033,6 +1033,63 @@ public nonisolated struct Pushrelay_V1_DeliveryList: Sendable {
   public init() {}
 }
 
+/// LIST_NOTIFICATION_TYPES (kind 0x0024) -> LIST_NOTIFICATION_TYPES_OK (kind 0x8024,
+/// NotificationTypeList): the notification types of the connection's tenant, as its tenant file
+/// declares them, so a client learns what SEND's notification_type may name.
+public nonisolated struct Pushrelay_V1_ListNotificationTypes: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One notification type of the tenant.
+public nonisolated struct Pushrelay_V1_NotificationType: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var name: String = String()
+
+  /// apns-push-type: "alert", "background", "voip", ...
+  public var pushType: String = String()
+
+  /// apns-priority: 10, 5 or 1.
+  public var priority: UInt32 = 0
+
+  /// Users cannot turn it off (opt_out_allowed: false).
+  public var mandatory: Bool = false
+
+  /// Users who have not chosen receive it.
+  public var defaultEnabled: Bool = false
+
+  /// The subscription topic a device must have to receive it; empty: every device.
+  public var subscription: String = String()
+
+  /// The template values SEND must give (the {name} placeholders of its thread_id and category).
+  public var templateValues: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Pushrelay_V1_NotificationTypeList: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// By name.
+  public var types: [Pushrelay_V1_NotificationType] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 /// One notification type's setting for a user.
 public nonisolated struct Pushrelay_V1_TypePreference: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
@@ -2679,6 +2736,115 @@ nonisolated extension Pushrelay_V1_DeliveryList: SwiftProtobuf.Message, SwiftPro
 
   public static func ==(lhs: Pushrelay_V1_DeliveryList, rhs: Pushrelay_V1_DeliveryList) -> Bool {
     if lhs.deliveries != rhs.deliveries {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Pushrelay_V1_ListNotificationTypes: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ListNotificationTypes"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Pushrelay_V1_ListNotificationTypes, rhs: Pushrelay_V1_ListNotificationTypes) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Pushrelay_V1_NotificationType: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NotificationType"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{3}push_type\0\u{1}priority\0\u{1}mandatory\0\u{3}default_enabled\0\u{1}subscription\0\u{3}template_values\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.pushType) }()
+      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.priority) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.mandatory) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.defaultEnabled) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.subscription) }()
+      case 7: try { try decoder.decodeRepeatedStringField(value: &self.templateValues) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 1)
+    }
+    if !self.pushType.isEmpty {
+      try visitor.visitSingularStringField(value: self.pushType, fieldNumber: 2)
+    }
+    if self.priority != 0 {
+      try visitor.visitSingularUInt32Field(value: self.priority, fieldNumber: 3)
+    }
+    if self.mandatory != false {
+      try visitor.visitSingularBoolField(value: self.mandatory, fieldNumber: 4)
+    }
+    if self.defaultEnabled != false {
+      try visitor.visitSingularBoolField(value: self.defaultEnabled, fieldNumber: 5)
+    }
+    if !self.subscription.isEmpty {
+      try visitor.visitSingularStringField(value: self.subscription, fieldNumber: 6)
+    }
+    if !self.templateValues.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.templateValues, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Pushrelay_V1_NotificationType, rhs: Pushrelay_V1_NotificationType) -> Bool {
+    if lhs.name != rhs.name {return false}
+    if lhs.pushType != rhs.pushType {return false}
+    if lhs.priority != rhs.priority {return false}
+    if lhs.mandatory != rhs.mandatory {return false}
+    if lhs.defaultEnabled != rhs.defaultEnabled {return false}
+    if lhs.subscription != rhs.subscription {return false}
+    if lhs.templateValues != rhs.templateValues {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Pushrelay_V1_NotificationTypeList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".NotificationTypeList"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}types\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.types) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.types.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.types, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Pushrelay_V1_NotificationTypeList, rhs: Pushrelay_V1_NotificationTypeList) -> Bool {
+    if lhs.types != rhs.types {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
