@@ -28,9 +28,15 @@ public enum FieldRules {
     /// Most topics one device subscribes to, and most preferences one SET_PREFERENCES sets.
     public static let maximumListCount = 256
 
-    /// Whether `scalar` is a control character (Unicode category Cc: U+0000–U+001F, U+007F–U+009F).
-    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    /// Whether `scalar` can break or disguise a line of text: a control character (Unicode category Cc:
+    /// U+0000–U+001F, U+007F–U+009F), a line or paragraph separator (U+2028, U+2029), or a bidirectional
+    /// embedding, override or isolate (U+202A–U+202E, U+2066–U+2069). Ids may not hold them, and the relay's
+    /// log lines spell them out.
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x2028...0x202E, 0x2066...0x2069: true
+        default: false
+        }
     }
 }
 
@@ -48,7 +54,8 @@ public struct FieldChecker: Sendable {
         .invalidArgument("\(request).\(field)", message)
     }
 
-    /// An id: 1 to `maximumBytes` UTF-8 bytes without control characters; empty allowed unless `required`.
+    /// An id: 1 to `maximumBytes` UTF-8 bytes without control characters (``FieldRules/isControl(_:)``); empty
+    /// allowed unless `required`.
     public func id(
         _ value: String,
         _ field: String,

@@ -57,7 +57,8 @@ public struct FrameKind: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// Every request kind a client may send in version 1.
     public static let requests: [FrameKind] = [
         .hello, .ping, .goodbye, .registerDevice, .unregisterDevice, .listDevices, .send, .jobStatus,
-        .cancelJob, .queryDeliveries, .listNotificationTypes, .setPreferences, .getPreferences, .setMute, .clearMute, .listMutes, .setPresence,
+        .cancelJob, .queryDeliveries, .listNotificationTypes, .setPreferences, .getPreferences, .setMute, .clearMute,
+        .listMutes, .setPresence,
         .subscribeResults, .unsubscribeResults,
     ]
 

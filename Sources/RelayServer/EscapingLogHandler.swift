@@ -1,8 +1,9 @@
 public import Logging
+import PushRelayProtocol
 
 /// A log handler that escapes control characters in every message and metadata value before another
-/// handler writes them, so that nothing a client sends (a newline, an ANSI escape) can start a line of its
-/// own or repaint a terminal: `a\nb` is logged as `a\u{0A}b`.
+/// handler writes them, so that nothing a client sends (a newline, an ANSI escape, a bidirectional override)
+/// can start a line of its own, repaint a terminal or disguise a line: `a\nb` is logged as `a\u{A}b`.
 ///
 /// Values stay fields: the wrapped handler prints them as it always does, only their control characters
 /// are spelled out.
@@ -40,22 +41,19 @@ public struct EscapingLogHandler: LogHandler {
         wrapped.log(event: event)
     }
 
-    /// `text` with each control character (U+0000–U+001F, U+007F–U+009F) written as `\u{XX}`.
+    /// `text` with each character that can break or disguise a line (``FieldRules/isControl(_:)``) written as
+    /// `\u{XX}`.
     package static func escape(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        guard text.unicodeScalars.contains(where: FieldRules.isControl) else { return text }
         var escaped = ""
         for scalar in text.unicodeScalars {
-            if isControl(scalar) {
+            if FieldRules.isControl(scalar) {
                 escaped += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
             } else {
                 escaped.unicodeScalars.append(scalar)
             }
         }
         return escaped
-    }
-
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 
     private static func escape(_ value: Logger.Metadata.Value) -> Logger.Metadata.Value {
