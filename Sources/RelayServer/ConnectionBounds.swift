@@ -10,8 +10,11 @@ public enum ConnectionBounds {
     public static let maximumSubscriptions = 16
     /// Result events kept for a subscriber whose socket is not writable; older ones are dropped beyond it.
     public static let maximumQueuedEvents = 10_000
-    /// Frames the socket delivers per read: with up to 64 KiB each, what one read adds to the inbound buffer.
-    public static let framesPerRead = 16
+    /// Reads of the socket per read cycle, each of up to 64 KiB: what one cycle adds to the inbound buffer.
+    public static let readsPerCycle = 16
+    /// Frames of one connection handled in one event-loop turn; the rest wait for a later turn, so that a
+    /// connection sending many small frames does not hold up the others on its event loop.
+    public static let framesPerTurn = 256
     /// How often an authenticated connection checks that its credential and tenant still give it rights.
     public static let rightsCheckInterval: Duration = .seconds(1)
 }

@@ -45,7 +45,7 @@ public final class RelayServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.maxMessagesPerRead, value: UInt(ConnectionBounds.framesPerRead))
+            .childChannelOption(.maxMessagesPerRead, value: UInt(ConnectionBounds.readsPerCycle))
             .childChannelOption(
                 .writeBufferWaterMark,
                 value: .init(low: ConnectionBounds.outboundLowWaterMark, high: ConnectionBounds.outboundHighWaterMark)
@@ -73,6 +73,17 @@ public final class RelayServer: Sendable {
     /// Connections open right now.
     public var connectionCount: Int {
         connections.channels.withLock { $0.count }
+    }
+
+    /// The most bytes of answers any open connection has waiting for its peer to read them (written by the relay,
+    /// not yet taken by the socket): what ``ConnectionBounds/outboundHighWaterMark`` bounds, for operators and
+    /// tests to check.
+    public func largestAnswerBacklog() async -> Int {
+        var largest = 0
+        for channel in connections.channels.withLock({ Array($0.values) }) {
+            if let bytes = try? await channel.getOption(.bufferedWritableBytes).get() { largest = max(largest, bytes) }
+        }
+        return largest
     }
 
     /// Stops accepting, says GOODBYE on every connection, waits for their in-flight requests (at most the

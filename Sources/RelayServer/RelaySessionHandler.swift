@@ -142,22 +142,55 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     /// Handles buffered frames until none is complete or the connection must wait (authenticating, full).
+    ///
+    /// At most ``ConnectionBounds/framesPerTurn`` frames are handled in one event-loop turn: a connection that sent
+    /// many small frames goes on in a later turn, after the loop's other connections had theirs, and its socket
+    /// is not read meanwhile.
     private func processInbound(context: ChannelHandlerContext) {
+        // Answers written while the buffered frames are handled (PONGs, ERRORs) go out in one flush.
+        batchingWrites = true
+        var handled = 0
+        var turnEnded = false
         while !readingPaused, var buffer = inbound {
+            guard handled < ConnectionBounds.framesPerTurn else {
+                turnEnded = true
+                break
+            }
             inbound = nil  // Keep the buffer uniquely referenced while the parser consumes it.
             let parsed = parser.next(from: &buffer)
             inbound = buffer
             guard let parsed else { break }
             handle(parsed, context: context)
+            handled += 1
         }
+        batchingWrites = false
+        flushWrites(context: context)
         if let buffer = inbound, buffer.readableBytes == 0 {
             inbound = nil
         } else if inbound != nil, inbound!.readerIndex > 65_536 {
             inbound!.discardReadBytes()
         }
-        if !readingPaused, pendingRead {
+        if turnEnded {
+            continueInNextTurn(context: context)
+            return
+        }
+        if !nextTurnScheduled, !readingPaused, pendingRead {
             pendingRead = false
             context.read()
+        }
+    }
+
+    /// Whether ``processInbound(context:)`` goes on in a later event-loop turn.
+    private var nextTurnScheduled = false
+
+    private func continueInNextTurn(context: ChannelHandlerContext) {
+        guard !nextTurnScheduled else { return }
+        nextTurnScheduled = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            handler.nextTurnScheduled = false
+            if handler.state != .closed { handler.processInbound(context: context) }
         }
     }
 
@@ -522,19 +555,33 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         self.context = context
     }
 
+    /// While buffered frames are handled, answers are written and flushed once at the end.
+    private var batchingWrites = false
+    private var unflushedWrites = false
+
     private func write(kind: FrameKind, requestID: UInt32, message: some SwiftProtobuf.Message, flush: Bool = true) {
         guard let context, state != .closed else { return }
         var buffer = context.channel.allocator.buffer(capacity: 64)
         encoder.encode(kind: kind, requestID: requestID, message: message, into: &buffer)
         context.write(wrapOutboundOut(buffer), promise: nil)
-        if flush { context.flush() }
+        unflushedWrites = true
+        if flush { flushWrites(context: context) }
     }
 
     private func write(kind: FrameKind, requestID: UInt32, body: [UInt8]) {
         guard let context, state != .closed else { return }
         var buffer = context.channel.allocator.buffer(capacity: body.count + FrameHeader.size)
         encoder.encode(kind: kind, requestID: requestID, body: body, into: &buffer)
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        unflushedWrites = true
+        flushWrites(context: context)
+    }
+
+    /// Flushes what was written, unless buffered frames are being handled (their end flushes).
+    private func flushWrites(context: ChannelHandlerContext) {
+        guard unflushedWrites, !batchingWrites else { return }
+        unflushedWrites = false
+        context.flush()
     }
 
     /// Answers a request with an ERROR frame, counting it under `kind` (`nil` when the frame could not be read).
@@ -569,6 +616,9 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     private func close(context: ChannelHandlerContext) {
         guard state != .closed else { return }
+        // The last answers (an ERROR that says why) go out before the close.
+        batchingWrites = false
+        flushWrites(context: context)
         state = .closed
         stopTimersAndSubscriptions()
         context.close(promise: nil)
