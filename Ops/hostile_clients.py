@@ -1201,7 +1201,7 @@ def attack_wrong_version(ctx: Context) -> Tuple[bool, str]:
 def attack_unknown_kind(ctx: Context) -> Tuple[bool, str]:
     tally = Tally()
     conn = fresh(ctx)
-    for kind in (0x0000, 0x0004, 0x0013, 0x0024, 0x0042, 0x3FFF, 0x4000, 0x4040, 0x7FFF, 0x8002, 0x8020, 0xFFFE,
+    for kind in (0x0000, 0x0004, 0x0013, 0x0042, 0x3FFF, 0x4000, 0x4040, 0x7FFF, 0x8002, 0x8020, 0xFFFE,
                  0xFFFF):
         rid = conn.rid()
         conn = raw_case(ctx, tally, conn, f"kind {kind:#06x}", frame(kind, rid, b"\x08\x01"), rid, kind,

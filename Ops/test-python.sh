@@ -132,7 +132,7 @@ FAMILYPORTAL_SECRET="$(issue_secret familyportal)"
 
 step="relay-start"
 "$BIN" serve --listen 127.0.0.1:0 --apns-simulator --sim-dir "$TMP/sim" --data-dir "$TMP/pg" --tenants Tenants \
-    --ready-file "$TMP/ready" >"$TMP/relay.log" 2>&1 &
+    --metrics-listen 127.0.0.1:0 --ready-file "$TMP/ready" >"$TMP/relay.log" 2>&1 &
 RELAY_PID=$!
 address=""
 for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
@@ -151,6 +151,12 @@ for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
 done
 [ -n "$address" ] || fail "the relay wrote no host:port to its ready file within ${READY_TIMEOUT}s"
 echo "test-python.sh: relay ready at $address (pid $RELAY_PID)"
+# The ready file's second line names the operator port (chosen at random here); the start lines are in the
+# log at once, not at exit.
+metrics="$(sed -n 's/^metrics //p' "$TMP/ready")"
+[[ "$metrics" =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "the ready file names no operator port: $(cat "$TMP/ready")"
+"$PY" -c 'import sys, urllib.request; print("readyz:", urllib.request.urlopen(f"http://{sys.argv[1]}/readyz").read().decode().strip())' "$metrics"
+grep -q "pushrelay: listening" "$TMP/relay.log" || fail "the relay's log does not say where it listens"
 
 # --- 4. integration tests ------------------------------------------------------------------------
 step="relay-tests"
@@ -191,6 +197,13 @@ echo "test-python.sh: pushrelay send delivered, answered the repeat as a duplica
 step="relay-stop"
 stop_relay
 [ "$relay_status" -eq 0 ] || fail "the relay exited with status $relay_status after SIGTERM (expected 0)"
+
+# A tenants folder that does not exist is refused at start, naming the setting.
+if "$BIN" serve --listen 127.0.0.1:0 --metrics-listen "" --data-dir "$TMP/pg" --tenants "$TMP/no-tenants" \
+    >"$TMP/no-tenants.log" 2>&1; then
+    fail "serve with a missing tenants folder exited 0"
+fi
+grep -q -- "--tenants" "$TMP/no-tenants.log" || fail "missing tenants folder: $(cat "$TMP/no-tenants.log")"
 
 step="done"
 printf '\ntest-python.sh: OK: unit (%s), relay (%s), pushrelay send, relay stopped cleanly, in %ds\n' \

@@ -157,6 +157,7 @@ extension RelayServerSuites {
                 let hello = try #require(
                     await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 #expect(hello.kind == FrameKind.hello.answer)
+                #expect(try hello.decode(Pushrelay_V1_HelloOk.self).server == "pushrelay/\(RelayVersion.current)")
                 var subscribe = Pushrelay_V1_SubscribeResults()
                 subscribe.receipts = true
                 for id in 1...ConnectionBounds.maximumSubscriptions {
@@ -171,6 +172,7 @@ extension RelayServerSuites {
         }
 
         @Test func aRequestIDInFlightAgainIsRefusedOnRequestIDZero() async throws {
+            let registry = testMetricsRegistry
             try await RelayHarness.with { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
@@ -189,6 +191,8 @@ extension RelayServerSuites {
                 #expect(answers.contains { $0.kind == FrameKind.send.answer && $0.requestID == 5 })
                 await connection.close()
             }
+            // Counted under the code's name as the spec spells it.
+            #expect(registry.emitToString().contains(#"outcome="DUPLICATE_REQUEST_ID""#))
         }
     }
 
@@ -291,6 +295,40 @@ extension RelayServerSuites {
                 #expect(outcome.reason.contains("kept"))
                 let devices = try await client.listDevices(userID: "ada")
                 #expect(devices.devices.map(\.active) == [true])
+                await client.close()
+            }
+        }
+    }
+}
+
+extension RelayServerSuites {
+    /// Nothing accepted stays unfinished: a page that cannot be sent for a reason retrying cannot fix is given up,
+    /// its devices recorded failed, and its job finishes.
+    @Suite struct PagesThatCannotBeSentTests {
+        @Test func aPageWhoseSendPlanCannotBeBuiltIsGivenUpAndItsJobFinishes() async throws {
+            try await RelayHarness.with(fanOut: false) { relay in
+                let store = relay.store
+                // A stored request whose notification type the tenant no longer has: no send plan can be built.
+                var send = circlMessage(to: ["ada"], wait: false)
+                send.notificationType = "gone"
+                let accepted = try await store.createJob(
+                    tenant: "circl", notificationType: "gone", idempotencyKey: nil, request: try send.serializedBytes())
+                let jobID = accepted.job.id
+                // Planned by a process that died after writing its page.
+                _ = try #require(try await store.claimJobForPlanning(owner: "dead", lease: .seconds(60)))
+                let tokens = [randomToken(), randomToken()]
+                _ = try await store.addJobPage(
+                    jobID: jobID, tenant: "circl", page: 1, dueAt: Date(), tokens: tokens, users: ["ada", "bob"])
+                #expect(try await store.finishPlanning(jobID: jobID, owner: "dead"))
+                let client = relay.client("circl")
+                let status = try await relay.runFanOut(until: jobID, client: client)
+                #expect(status.state == .completed)
+                #expect(status.failed == 2 && status.delivered == 0)
+                var query = Pushrelay_V1_QueryDeliveries()
+                query.jobID = jobID
+                let rows = try await client.queryDeliveries(query).deliveries
+                #expect(rows.map(\.reason) == ["relay_error", "relay_error"])
+                #expect(relay.simulator.receivedRequests().isEmpty)
                 await client.close()
             }
         }
