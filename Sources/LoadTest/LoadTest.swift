@@ -471,7 +471,7 @@ private final class LoadTestRun: Sendable {
         // The relay's CPU is read at both ends: a 10,000 fan-out takes less than the 250 ms between samples.
         let before = ProcessReading.read(pid: pid, at: startT)
         var send = Self.send(tenant: tenant, body: "fan-out of \(size)")
-        send.topic = RunTenant.topic
+        send.topic = tenant.fanOutTopic
         let sentAt = Date()
         let sent = ContinuousClock.now
         let answer = try await client.send(send)

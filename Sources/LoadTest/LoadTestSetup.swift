@@ -38,6 +38,12 @@ struct RunTenant: Sendable {
     var deviceTopics: [String] {
         [Self.topic] + [configuration.notificationTypes[notificationType]?.subscription].compactMap { $0 }
     }
+
+    /// The topic its fan-outs name: its type's subscription when it has one (such a type goes to that topic only),
+    /// else ``topic``. Every synthetic device has both.
+    var fanOutTopic: String {
+        configuration.notificationTypes[notificationType]?.subscription ?? Self.topic
+    }
 }
 
 /// Makes the run's tenants: the tenant files with the run's rate, a `loadtest` topic, a type that is sent
