@@ -11,6 +11,10 @@ public struct Frame: Sendable {
     /// The body as protobuf bytes (already decompressed when the frame was compressed).
     public var body: ByteBuffer
 
+    /// Most distinct field numbers a body may carry that its message does not declare (fields of a newer
+    /// protocol version); beyond it the body is `INVALID_BODY`.
+    public static let maximumUnknownFieldNumbers = 64
+
     /// A frame from its parts.
     public init(kind: FrameKind, requestID: UInt32, body: ByteBuffer) {
         self.kind = kind
@@ -21,7 +25,7 @@ public struct Frame: Sendable {
     /// Decodes the body as a message; a body that is not that message is `INVALID_BODY`, and so is one that
     /// carries a field the message has with another wire type (protobuf would keep it as an unknown field and
     /// the request would go on without it). Fields the message does not have are ignored, as protobuf's rules
-    /// for evolving a protocol ask.
+    /// for evolving a protocol ask, up to ``maximumUnknownFieldNumbers`` distinct ones.
     public func decode<M: SwiftProtobuf.Message>(_ type: M.Type = M.self) throws(ProtocolError) -> M {
         let message: M
         do {
@@ -33,7 +37,15 @@ public struct Frame: Sendable {
         guard let numbers = UnknownFields.numbers(in: message.unknownFields.data) else {
             throw ProtocolError(.invalidBody, "the body holds a group, which proto3 messages do not have")
         }
-        if let number = numbers.first(where: M.hasField(number:)) {
+        // Each number is checked by decoding: a bounded few, however many fields the body repeats.
+        let distinct = Set(numbers)
+        guard distinct.count <= Self.maximumUnknownFieldNumbers else {
+            throw ProtocolError(
+                .invalidBody,
+                "the body holds \(distinct.count) field numbers \(M.protoMessageName) does not declare; at most "
+                    + "\(Self.maximumUnknownFieldNumbers) are accepted")
+        }
+        if let number = distinct.sorted().first(where: M.hasField(number:)) {
             throw ProtocolError(
                 .invalidBody, "field \(number) of \(M.protoMessageName) has the wrong wire type for its declared type")
         }

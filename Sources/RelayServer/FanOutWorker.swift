@@ -346,14 +346,16 @@ public final class FanOutWorker: Sendable {
         }
     }
 
-    /// Whether a page that failed with `error` may succeed when it is tried again: a database that did not answer.
+    /// Whether a page that failed with `error` may succeed when it is tried again: a database that did not answer
+    /// (as the store says it, or as a request's error says it).
     private static func isTransient(_ error: any Error) -> Bool {
         if case RelayStoreError.databaseUnavailable = error { return true }
+        if let error = error as? ProtocolError, error.code == .unavailable { return true }
         return false
     }
 
-    /// Ends a page that cannot be sent: its devices without an outcome yet are recorded as failed
-    /// (`relay_error`), and the page is done, so that its job finishes. Left to its lease (tried again) when the
+    /// Ends a page that cannot be sent: the devices it names without an outcome yet are recorded as failed
+    /// (`relay_error`; a topic range page names none), and the page is done, so that its job finishes. Left to its lease (tried again) when the
     /// database does not answer.
     private func giveUp(_ page: JobPage, log: Logger) async {
         do {

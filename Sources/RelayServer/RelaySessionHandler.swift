@@ -282,8 +282,12 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 self.write(kind: FrameKind.hello.answer, requestID: frame.requestID, message: self.helloOK(tenant))
                 self.processInbound(context: context)
             case .failure(let error):
-                // A secret sent as the tenant (the two swapped) is not logged.
-                let claimed = hello.tenant.hasPrefix(RelayStore.credentialSecretPrefix) ? "(a secret)" : hello.tenant
+                // The claimed tenant is logged only when it is a valid id holding no secret (a backend that swapped
+                // its tenant and its secret), and so of bounded size.
+                let claimed =
+                    hello.tenant.contains(RelayStore.credentialSecretPrefix)
+                    ? "(a secret)"
+                    : ((try? FieldChecker("hello").id(hello.tenant, "tenant")) != nil ? hello.tenant : "(invalid)")
                 self.logger.info(
                     "authentication failed",
                     metadata: ["tenant": "\(claimed)", "request": "\(self.requestName(frame.requestID))"]

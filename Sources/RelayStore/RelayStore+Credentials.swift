@@ -96,7 +96,10 @@ extension RelayStore {
     /// Hashes are compared in constant time (every byte, no early exit), against every unrevoked credential with
     /// the secret's prefix; the result does not depend on which of them matched first.
     public func verifyCredential(_ secret: String) async throws(RelayStoreError) -> VerifiedCredential? {
-        guard secret.hasPrefix(Self.credentialSecretPrefix), secret.utf8.count > Self.credentialPrefixLength else {
+        // Only the base64url alphabet can be a secret: anything else (a NUL PostgreSQL would refuse) matches nothing.
+        guard secret.hasPrefix(Self.credentialSecretPrefix), secret.utf8.count > Self.credentialPrefixLength,
+            secret.utf8.allSatisfy({ Self.isSecretByte($0) })
+        else {
             return nil
         }
         let prefix = String(secret.prefix(Self.credentialPrefixLength))
@@ -186,6 +189,16 @@ extension RelayStore {
             throw relayStoreError(from: error)
         }
         guard found else { throw .unknownCredential(tenant: tenant, id: id) }
+    }
+
+    /// Whether `byte` may stand in a secret: `prk_` and base64url.
+    private static func isSecretByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            true
+        default: false
+        }
     }
 
     static func credentialHash(salt: Data, secret: String) -> Data {

@@ -120,6 +120,22 @@ import Testing
         }
     }
 
+    @Test func atMost64DistinctUndeclaredFieldNumbersAreIgnored() {
+        // Field numbers 100... as varints (two-byte tags): 64 distinct ones pass, 65 are refused; one number
+        // repeated 100,000 times is one number.
+        func fields(_ numbers: [Int]) -> [UInt8] {
+            numbers.flatMap { number -> [UInt8] in
+                let tag = number << 3
+                return [UInt8(tag & 0x7F | 0x80), UInt8(tag >> 7), 0]
+            }
+        }
+        #expect(Self.verdict(Self.setMute, followedBy: fields(Array(100..<164))) == .accepted)
+        #expect(
+            Self.verdict(Self.setMute, followedBy: fields(Array(100..<165))) == .refused(.invalidBody, field: ""))
+        #expect(
+            Self.verdict(Self.setMute, followedBy: fields(Array(repeating: 100, count: 100_000))) == .accepted)
+    }
+
     @Test func aGroupIsInvalidBodyEvenOfAFieldTheMessageDoesNotDeclare() {
         // Proto3 has no groups. An empty group of field 99 (start 99 << 3 | 3, end 99 << 3 | 4), alone and in front
         // of a declared field of another wire type; and one of the declared field set_mute.until_ms.

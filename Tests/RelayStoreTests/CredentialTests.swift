@@ -37,6 +37,9 @@ struct CredentialTests {
             wrong.append(last == "A" ? "B" : "A")
             #expect(try await store.verifyCredential(wrong) == nil)
             #expect(try await store.verifyCredential("prk_") == nil)
+            // Not the base64url alphabet (a NUL PostgreSQL would refuse): no credential, not an error.
+            #expect(try await store.verifyCredential("prk_\u{0}" + issued.secret.dropFirst(5)) == nil)
+            #expect(try await store.verifyCredential(issued.secret + "\n") == nil)
             #expect(try await store.verifyCredential("") == nil)
             #expect(try await store.verifyCredential(issued.prefix + String(repeating: "x", count: 35)) == nil)
 
