@@ -128,29 +128,15 @@ on_exit() {
     exit "$rc"
 }
 trap on_exit EXIT
+# shellcheck source=Ops/relay-lib.sh
+source "$ROOT/Ops/relay-lib.sh"
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- 1. python environment -----------------------------------------------------------------------
 step="python-env"
 log "$step"
-if "$PYTHON" -m venv "$TMP/venv" >/dev/null 2>&1 && "$TMP/venv/bin/python" -m pip --version >/dev/null 2>&1; then
-    PY="$TMP/venv/bin/python"
-    "$PY" -m pip install --quiet --disable-pip-version-check ./Protocol/python
-else
-    echo "hostile-clients.sh: no virtualenv ($PYTHON -m venv failed); installing into $PYTHON's environment"
-    PY="$PYTHON"
-    if ! "$PY" -c 'import pushrelay_client' 2>/dev/null; then
-        if ! "$PY" -m pip install --quiet --disable-pip-version-check ./Protocol/python 2>"$TMP/pip.err"; then
-            if grep -q externally-managed-environment "$TMP/pip.err"; then
-                "$PY" -m pip install --quiet --disable-pip-version-check --break-system-packages ./Protocol/python
-            else
-                cat "$TMP/pip.err" >&2
-                exit 1
-            fi
-        fi
-    fi
-fi
+python_env
 # Run from $TMP so Python imports the installed package, not the source folder.
 (cd "$TMP" && "$PY" -c 'import pushrelay_client, zstandard, sys; print("pushrelay_client", pushrelay_client.__version__, "zstandard", zstandard.__version__, "on python", sys.version.split()[0])')
 
@@ -171,22 +157,7 @@ stall_arg="$STALL_TIMEOUT"
 printf '%s\0' "${SERVE[@]}" >"$TMP/serve.args"
 "${SERVE[@]}" >"$TMP/relay.log" 2>&1 &
 RELAY_PID=$!
-address=""
-for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
-    kill -0 "$RELAY_PID" 2>/dev/null || fail "the relay exited before it was ready"
-    if [ -s "$TMP/ready" ]; then
-        first="$(head -n 1 "$TMP/ready" | tr -d '[:space:]')"
-        sleep 0.1
-        # Read twice, in case the file was still being written.
-        if [ "$first" = "$(head -n 1 "$TMP/ready" | tr -d '[:space:]')" ] && [[ "$first" =~ :[0-9]+$ ]]; then
-            address="$first"
-            break
-        fi
-    else
-        sleep 0.1
-    fi
-done
-[ -n "$address" ] || fail "the relay wrote no host:port to its ready file within ${READY_TIMEOUT}s"
+address="$(ready_address "$TMP/ready" "$RELAY_PID" "$READY_TIMEOUT")" || fail "no relay address"
 echo "hostile-clients.sh: relay ready at $address (pid $RELAY_PID, log $TMP/relay.log)"
 
 # --- 3. the attacks ------------------------------------------------------------------------------

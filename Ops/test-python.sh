@@ -83,6 +83,8 @@ on_exit() {
     rm -rf "$TMP"
 }
 trap on_exit EXIT
+# shellcheck source=Ops/relay-lib.sh
+source "$ROOT/Ops/relay-lib.sh"
 
 # The "N passed ..." line of a pytest run's output file.
 pytest_summary() { grep -E '[0-9]+ (passed|failed|skipped|error)' "$1" | tail -n 1 | tr -d '='; }
@@ -90,21 +92,7 @@ pytest_summary() { grep -E '[0-9]+ (passed|failed|skipped|error)' "$1" | tail -n
 # --- 1. python environment -----------------------------------------------------------------------
 step="python-env"
 log "$step"
-if "$PYTHON" -m venv "$TMP/venv" >/dev/null 2>&1 && "$TMP/venv/bin/python" -m pip --version >/dev/null 2>&1; then
-    PY="$TMP/venv/bin/python"
-    "$PY" -m pip install --quiet --disable-pip-version-check ./Protocol/python pytest
-else
-    echo "test-python.sh: no virtualenv ($PYTHON -m venv failed); installing into $PYTHON's environment"
-    PY="$PYTHON"
-    if ! "$PY" -m pip install --quiet --disable-pip-version-check ./Protocol/python pytest 2>"$TMP/pip.err"; then
-        if grep -q externally-managed-environment "$TMP/pip.err"; then
-            "$PY" -m pip install --quiet --disable-pip-version-check --break-system-packages ./Protocol/python pytest
-        else
-            cat "$TMP/pip.err" >&2
-            exit 1
-        fi
-    fi
-fi
+python_env pytest
 # Run from $TMP so the tests import the installed package, not the source folder.
 (cd "$TMP" && "$PY" -c 'import pushrelay_client, sys; print("pushrelay_client", pushrelay_client.__version__, "from", pushrelay_client.__file__, "on python", sys.version.split()[0])')
 
@@ -134,22 +122,7 @@ step="relay-start"
 "$BIN" serve --listen 127.0.0.1:0 --apns-simulator --sim-dir "$TMP/sim" --data-dir "$TMP/pg" --tenants Tenants \
     --metrics-listen 127.0.0.1:0 --ready-file "$TMP/ready" >"$TMP/relay.log" 2>&1 &
 RELAY_PID=$!
-address=""
-for _ in $(seq 1 $((READY_TIMEOUT * 10))); do
-    kill -0 "$RELAY_PID" 2>/dev/null || fail "the relay exited before it was ready"
-    if [ -s "$TMP/ready" ]; then
-        first="$(head -n 1 "$TMP/ready" | tr -d '[:space:]')"
-        sleep 0.1
-        # Read twice, in case the file was still being written.
-        if [ "$first" = "$(head -n 1 "$TMP/ready" | tr -d '[:space:]')" ] && [[ "$first" =~ :[0-9]+$ ]]; then
-            address="$first"
-            break
-        fi
-    else
-        sleep 0.1
-    fi
-done
-[ -n "$address" ] || fail "the relay wrote no host:port to its ready file within ${READY_TIMEOUT}s"
+address="$(ready_address "$TMP/ready" "$RELAY_PID" "$READY_TIMEOUT")" || fail "no relay address"
 echo "test-python.sh: relay ready at $address (pid $RELAY_PID)"
 # The ready file's second line names the operator port (chosen at random here); the start lines are in the
 # log at once, not at exit.
