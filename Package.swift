@@ -12,6 +12,7 @@ let package = Package(
     products: [
         .library(name: "APNs", targets: ["APNs"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
+        .library(name: "EmbeddedPostgres", targets: ["EmbeddedPostgres"]),
         .library(name: "RelayStore", targets: ["RelayStore"]),
         .library(name: "PushRelayProtocol", targets: ["PushRelayProtocol"]),
         .library(name: "PushRelayClient", targets: ["PushRelayClient"]),
@@ -65,9 +66,18 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            name: "EmbeddedPostgres",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "RelayStore",
             dependencies: [
                 "APNs",
+                "EmbeddedPostgres",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -107,15 +117,12 @@ let package = Package(
             name: "RelayServer",
             dependencies: [
                 "APNs",
-                "APNsSimulator",
                 "PushRelayProtocol",
                 "RelayStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -128,10 +135,12 @@ let package = Package(
         .target(
             name: "LoadTest",
             dependencies: [
+                "EmbeddedPostgres",
                 "PushRelayClient",
                 "PushRelayProtocol",
                 "RelayStore",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -142,19 +151,18 @@ let package = Package(
             name: "pushrelay",
             dependencies: [
                 "APNs",
-                "LoadTest",
                 "APNsSimulator",
-                "RelayStore",
-                "RelayServer",
+                "EmbeddedPostgres",
+                "LoadTest",
                 "PushRelayClient",
                 "PushRelayProtocol",
+                "RelayServer",
+                "RelayStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -176,9 +184,12 @@ let package = Package(
         .testTarget(
             name: "RelayStoreTests",
             dependencies: [
-                "RelayStore",
                 "APNs",
+                "EmbeddedPostgres",
+                "LoadTest",
+                "RelayStore",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -196,14 +207,16 @@ let package = Package(
         .testTarget(
             name: "RelayServerTests",
             dependencies: [
-                "RelayServer",
-                "PushRelayClient",
-                "PushRelayProtocol",
-                "RelayStore",
                 "APNs",
                 "APNsSimulator",
+                "EmbeddedPostgres",
+                "PushRelayClient",
+                "PushRelayProtocol",
+                "RelayServer",
+                "RelayStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SwiftProtobuf", package: "swift-protobuf"),

@@ -8,8 +8,7 @@ import Synchronization
 /// Bounded: at ``capacity`` users, or ``epochCapacity`` reads remembered, it forgets everything and starts again,
 /// which costs recounts, never a wrong decision. One table holds every tenant's and type's users, and keeps its
 /// room when it starts again: it grows to its largest size once, instead of again after every start (each growth
-/// copies it into fresh memory, which the kernel zeroes page by page: 5.6% of the relay's CPU samples over four
-/// 100,000-device fan-outs). Shared by the page loops of one process; the database holds what other processes sent.
+/// copies it into fresh memory, which the kernel zeroes page by page). Shared by the page loops of one process; the database holds what other processes sent.
 final class CapCountCache: Sendable {
     /// Users remembered across all tenants and types (about 50 bytes each, the table about 10 MB when full).
     static let capacity = 200_000

@@ -1,5 +1,5 @@
 /// The bounds every backend connection is held to besides its ``PushRelayProtocol/ProtocolLimits``: what one
-/// peer can make the relay hold in memory, whatever it sends or fails to read (README.md, "Reliability").
+/// peer can make the relay hold in memory, whatever it sends or fails to read (RelayServer.docc, "Reliability and bounds").
 public enum ConnectionBounds {
     /// Bytes of written answers waiting for the peer beyond which the channel is not writable and the relay
     /// reads no more of the connection, until they drop below ``outboundLowWaterMark``.

@@ -149,13 +149,11 @@ extension ProtocolError {
     /// The wire error for a store failure: a bad argument stays the caller's fault, anything else is
     /// the relay's (`UNAVAILABLE` when the database cannot be reached).
     init(_ error: RelayStoreError) {
-        switch error {
-        case .invalidDeviceRegistration(let reason):
-            self.init(.invalidArgument, reason)
-        case .invalidArgument(let reason), .statementRejected(let reason):
-            self.init(.invalidArgument, reason)
-        case .unknownTenant(let tenant):
-            self.init(.notFound, "no tenant \(tenant)")
+        switch error.code {
+        case .invalidDeviceRegistration, .invalidArgument, .statementRejected:
+            self.init(.invalidArgument, error.detail)
+        case .unknownTenant:
+            self.init(.notFound, "no tenant \(error.detail)")
         case .databaseUnavailable:
             self.init(.unavailable, "\(error)", retryAfterMilliseconds: 1_000)
         default:

@@ -12,10 +12,8 @@ import Synchronization
 /// The writer runs in a task of its own (``run()``), which a cancelled caller does not cancel: rows handed in are
 /// written even while the process stops, until ``close()`` and the last of them.
 final class DeliveryWriter: Sendable {
-    /// Rows in one statement at most; a larger call is written alone, in statements of this size. 1,500 rather
-    /// than 4,000: a page waits for its previous batch's statement, and shorter ones keep fewer pages waiting
-    /// (seven interleaved rounds of the load test: 10,000-device fan-outs faster in six, 100,000 in five of
-    /// seven, 1,000,000 the same).
+    /// Rows in one statement at most; a larger call is written alone, in statements of this size. Not larger: a
+    /// page waits for its previous batch's statement, and shorter ones keep fewer pages waiting.
     static let statementRows = 1_500
 
     private struct Submission {

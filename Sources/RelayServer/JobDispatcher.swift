@@ -41,7 +41,7 @@ final class JobDispatcher: Sendable {
             acceptance = try await store.createJob(
                 tenant: tenant.id, notificationType: request.notificationType,
                 idempotencyKey: request.idempotencyKey.nonEmpty, request: raw, sendAt: plan.schedule.earliest,
-                plannedBy: handing ? worker.owner : nil, planningLease: FanOutWorker.lease
+                plannedBy: handing ? worker.owner : nil, planningLease: worker.tuning.lease
             )
         } catch {
             if handing { worker.withdrawPlanner() }

@@ -2,7 +2,6 @@ public import APNs
 public import Logging
 import Metrics
 public import NIOCore
-import PostgresNIO
 public import PushRelayProtocol
 public import RelayStore
 
@@ -169,13 +168,7 @@ public actor PoolRegistry {
     public func followKeyChanges() async {
         while !Task.isCancelled {
             do {
-                try await store.client.withConnection { connection in
-                    try await connection.listen(on: RelayStore.keyChangeChannel) { notifications in
-                        for try await notification in notifications {
-                            await self.keysChanged(tenant: notification.payload)
-                        }
-                    }
-                }
+                try await store.followKeyChanges { tenant in await self.keysChanged(tenant: tenant) }
             } catch {
                 if Task.isCancelled { return }
                 logger.warning("key change listener lost its connection; retrying", metadata: ["error": "\(error)"])

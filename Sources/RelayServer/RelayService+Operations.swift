@@ -1,6 +1,5 @@
 import Foundation
 import Metrics
-import PostgresNIO
 import RelayStore
 
 extension RelayService {
@@ -34,7 +33,7 @@ extension RelayService {
     /// warmed APNs pool has a ready connection.
     public func notReadyReason() async -> String? {
         do {
-            for try await _ in try await store.client.query("SELECT 1", logger: logger) {}
+            try await store.ping()
         } catch {
             return "the database does not answer: \(String(describing: error).prefix(200))"
         }

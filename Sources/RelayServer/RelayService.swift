@@ -32,6 +32,7 @@ public final class RelayService: Sendable {
         limits: ProtocolLimits,
         requestsPerSecond: Double = 1_000,
         requestBurst: Int = 2_000,
+        fanOutTuning: FanOutTuning = .standard,
         logger: Logger
     ) {
         self.requests = RequestLimiter(requestsPerSecond: requestsPerSecond, burst: requestBurst)
@@ -43,7 +44,8 @@ public final class RelayService: Sendable {
         let tenants = TenantDirectory(store: store)
         self.tenants = tenants
         self.credentials = CredentialDirectory(store: store)
-        self.worker = FanOutWorker(store: store, pools: pools, results: results, tenants: tenants, logger: logger)
+        self.worker = FanOutWorker(
+            store: store, pools: pools, results: results, tenants: tenants, logger: logger, tuning: fanOutTuning)
         self.dispatcher = JobDispatcher(store: store, worker: worker)
     }
 

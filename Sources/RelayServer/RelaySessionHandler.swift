@@ -24,7 +24,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private enum State: Equatable {
+    enum State: Equatable {
         case awaitingHello
         case authenticating
         case open(VerifiedCredential)
@@ -33,27 +33,27 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         case closed
     }
 
-    private let service: RelayService
-    private let configuration: RelayServerConfiguration
-    private var logger: Logger
-    private var state = State.awaitingHello
-    private var parser: FrameParser
-    private var encoder = FrameEncoder()
-    private var inbound: ByteBuffer?
-    private var inFlight: Set<UInt32> = []
-    private var pendingRead = false
-    private var subscriptions: [UInt32: UUID] = [:]
-    private var queuedEvents: [(UInt32, Pushrelay_V1_ResultEvent)] = []
-    private var droppedEvents = 0
-    private var helloTimer: Scheduled<Void>?
-    private var idleTimer: RepeatedTask?
-    private var rightsTimer: RepeatedTask?
-    private var checkingRights = false
+    let service: RelayService
+    let configuration: RelayServerConfiguration
+    var logger: Logger
+    var state = State.awaitingHello
+    var parser: FrameParser
+    var encoder = FrameEncoder()
+    var inbound: ByteBuffer?
+    var inFlight: Set<UInt32> = []
+    var pendingRead = false
+    var subscriptions: [UInt32: UUID] = [:]
+    var queuedEvents: [(UInt32, Pushrelay_V1_ResultEvent)] = []
+    var droppedEvents = 0
+    var helloTimer: Scheduled<Void>?
+    var idleTimer: RepeatedTask?
+    var rightsTimer: RepeatedTask?
+    var checkingRights = false
     /// Closes the connection when its answers have waited for the peer for the write-stall timeout.
-    private var stallTimer: Scheduled<Void>?
-    private var lastActivity = NIODeadline.now()
+    var stallTimer: Scheduled<Void>?
+    var lastActivity = NIODeadline.now()
     /// The credential's key in the request limiter: its public prefix, never the secret.
-    private var limiterKey = ""
+    var limiterKey = ""
 
     init(service: RelayService, configuration: RelayServerConfiguration, connectionID: String, logger: Logger) {
         self.service = service
@@ -123,7 +123,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
     }
 
-    private var readingPaused: Bool {
+    var readingPaused: Bool {
         switch state {
         case .authenticating, .closing, .closed: true
         case .awaitingHello, .open:
@@ -146,7 +146,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     /// At most ``ConnectionBounds/framesPerTurn`` frames are handled in one event-loop turn: a connection that sent
     /// many small frames goes on in a later turn, after the loop's other connections had theirs, and its socket
     /// is not read meanwhile.
-    private func processInbound(context: ChannelHandlerContext) {
+    func processInbound(context: ChannelHandlerContext) {
         // Answers written while the buffered frames are handled (PONGs, ERRORs) go out in one flush.
         batchingWrites = true
         var handled = 0
@@ -181,9 +181,9 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     /// Whether ``processInbound(context:)`` goes on in a later event-loop turn.
-    private var nextTurnScheduled = false
+    var nextTurnScheduled = false
 
-    private func continueInNextTurn(context: ChannelHandlerContext) {
+    func continueInNextTurn(context: ChannelHandlerContext) {
         guard !nextTurnScheduled else { return }
         nextTurnScheduled = true
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -194,7 +194,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func handle(_ parsed: ParsedFrame, context: ChannelHandlerContext) {
+    func handle(_ parsed: ParsedFrame, context: ChannelHandlerContext) {
         switch parsed {
         case .fatal(let requestID, let error):
             logger.info(
@@ -210,7 +210,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func handle(_ frame: Frame, context: ChannelHandlerContext) {
+    func handle(_ frame: Frame, context: ChannelHandlerContext) {
         switch state {
         case .awaitingHello:
             if frame.kind == .hello {
@@ -235,7 +235,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     // MARK: HELLO
 
-    private func hello(_ frame: Frame, context: ChannelHandlerContext) {
+    func hello(_ frame: Frame, context: ChannelHandlerContext) {
         let hello: Pushrelay_V1_Hello
         do throws(ProtocolError) {
             hello = try frame.request(limits: configuration.limits, nowMilliseconds: Date().unixMilliseconds)
@@ -298,7 +298,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func helloOK(_ tenant: String) -> Pushrelay_V1_HelloOk {
+    func helloOK(_ tenant: String) -> Pushrelay_V1_HelloOk {
         var ok = Pushrelay_V1_HelloOk()
         ok.version = UInt32(ProtocolLimits.currentVersion)
         ok.tenant = tenant
@@ -317,7 +317,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     /// Checks every ``ConnectionBounds/rightsCheckInterval`` that the credential is not revoked and its tenant not disabled; when
     /// either is, says so with an ERROR (request id 0) and closes, so that a subscription or an idle connection
     /// loses its rights too.
-    private func startRightsChecks(context: ChannelHandlerContext) {
+    func startRightsChecks(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let interval = TimeAmount(ConnectionBounds.rightsCheckInterval)
         rightsTimer = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
@@ -342,183 +342,6 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 handler.close(context: context)
             }
         }
-    }
-
-    // MARK: Requests
-
-    private func request(_ frame: Frame, caller: VerifiedCredential, context: ChannelHandlerContext) {
-        let id = frame.requestID
-        guard id != 0 else {
-            writeError(
-                .invalidArgument("request_id", "request id 0 is reserved for the relay"), requestID: 0,
-                kind: frame.kind, context: context
-            )
-            return
-        }
-        guard !inFlight.contains(id), subscriptions[id] == nil else {
-            // Answered with request id 0: the id's own answer is still to come, and a client must not take this
-            // error for it. The message names the id.
-            writeError(
-                ProtocolError(.duplicateRequestID, "request id \(id) is already in flight; this frame was skipped"),
-                requestID: 0, kind: frame.kind, context: context
-            )
-            return
-        }
-        switch frame.kind {
-        case .hello:
-            writeError(
-                ProtocolError(.alreadyAuthenticated, "this connection already said HELLO"), requestID: id,
-                kind: .hello, context: context
-            )
-        case .ping:
-            do throws(ProtocolError) {
-                let ping: Pushrelay_V1_Ping = try frame.decode()
-                var pong = Pushrelay_V1_Pong()
-                pong.nonce = ping.nonce
-                answered(.ping, requestID: id, error: nil)
-                write(kind: FrameKind.ping.answer, requestID: id, message: pong)
-            } catch {
-                writeError(error, requestID: id, kind: .ping, context: context)
-            }
-        case .goodbye:
-            do throws(ProtocolError) {
-                let _: Pushrelay_V1_Goodbye = try frame.request(
-                    limits: configuration.limits, nowMilliseconds: Date().unixMilliseconds)
-            } catch {
-                writeError(error, requestID: id, kind: .goodbye, context: context)
-                return
-            }
-            answered(.goodbye, requestID: id, error: nil)
-            beginClose(context: context, reason: nil)
-        case .subscribeResults:
-            subscribe(frame, tenant: caller.tenantID, context: context)
-        case .unsubscribeResults:
-            unsubscribe(frame, context: context)
-        case let kind where FrameKind.requests.contains(kind):
-            if let retryAfter = service.requests.admit(limiterKey) {
-                writeError(
-                    ProtocolError(
-                        .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter
-                    ), requestID: id, kind: kind, context: context
-                )
-                return
-            }
-            inFlight.insert(id)
-            let service = self.service
-            var requestLogger = logger
-            requestLogger[metadataKey: "request"] = "\(requestName(id))"
-            let serviceLogger = requestLogger
-            let future = context.eventLoop.makeFutureWithTask { () -> Result<(FrameKind, [UInt8]), ProtocolError> in
-                do throws(ProtocolError) {
-                    return .success(try await service.handle(frame, caller: caller, logger: serviceLogger))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            future.assumeIsolated().whenSuccess { result in
-                self.inFlight.remove(id)
-                switch result {
-                case .success(let (answerKind, body)):
-                    self.answered(kind, requestID: id, error: nil)
-                    self.write(kind: answerKind, requestID: id, body: body)
-                case .failure(let error):
-                    self.writeError(error, requestID: id, kind: kind, context: context)
-                    if error.code == .authenticationFailed {
-                        self.logger.info("rights lost; closing", metadata: ["error": "\(error.message)"])
-                        self.close(context: context)
-                    }
-                }
-                if self.state == .closing, self.inFlight.isEmpty {
-                    self.close(context: context)
-                } else if self.state != .closed {
-                    self.processInbound(context: context)
-                }
-            }
-        default:
-            writeError(
-                ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1"),
-                requestID: id, kind: frame.kind, context: context
-            )
-        }
-    }
-
-    /// The request's name in logs: the connection id and the frame's request id (`c12/7`), unique in the
-    /// process.
-    private func requestName(_ requestID: UInt32) -> String {
-        "\(logger[metadataKey: "connection"] ?? "")/\(requestID)"
-    }
-
-    /// Counts an answered request of `kind` (`nil`: a frame too broken to say) and logs it at debug level
-    /// with its tenant, connection and request id.
-    private func answered(_ kind: FrameKind?, requestID: UInt32, error: ProtocolError?) {
-        RelayMetrics.request(kind, error: error)
-        logger.debug(
-            "request answered",
-            metadata: [
-                "request": "\(requestName(requestID))", "method": "\(kind?.metricName ?? "unknown")",
-                "outcome": "\(error.map { $0.code.name } ?? "ok")",
-            ]
-        )
-    }
-
-    // MARK: Results stream
-
-    private func subscribe(_ frame: Frame, tenant: String, context: ChannelHandlerContext) {
-        let request: Pushrelay_V1_SubscribeResults
-        do throws(ProtocolError) {
-            request = try frame.decode()
-        } catch {
-            writeError(error, requestID: frame.requestID, kind: .subscribeResults, context: context)
-            return
-        }
-        let requestID = frame.requestID
-        guard subscriptions.count < ConnectionBounds.maximumSubscriptions else {
-            writeError(
-                .invalidArgument(
-                    "subscribe_results",
-                    "a connection holds at most \(ConnectionBounds.maximumSubscriptions) subscriptions"),
-                requestID: requestID, kind: .subscribeResults, context: context)
-            return
-        }
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let id = service.results.subscribe(tenant: tenant, receipts: request.receipts) { event in
-            bound.eventLoop.execute {
-                let (handler, context) = bound.value
-                handler.deliver(event, requestID: requestID, context: context)
-            }
-        }
-        subscriptions[requestID] = id
-        answered(.subscribeResults, requestID: requestID, error: nil)
-        write(kind: FrameKind.subscribeResults.answer, requestID: requestID, message: Pushrelay_V1_Subscribed())
-    }
-
-    private func unsubscribe(_ frame: Frame, context: ChannelHandlerContext) {
-        do throws(ProtocolError) {
-            let request: Pushrelay_V1_UnsubscribeResults = try frame.decode()
-            guard let id = subscriptions.removeValue(forKey: request.subscriptionRequestID) else {
-                throw ProtocolError(.notFound, "no subscription with request id \(request.subscriptionRequestID)")
-            }
-            service.results.unsubscribe(id)
-            answered(.unsubscribeResults, requestID: frame.requestID, error: nil)
-            write(
-                kind: FrameKind.unsubscribeResults.answer, requestID: frame.requestID,
-                message: Pushrelay_V1_Subscribed())
-        } catch {
-            writeError(error, requestID: frame.requestID, kind: .unsubscribeResults, context: context)
-        }
-    }
-
-    private func deliver(_ event: Pushrelay_V1_ResultEvent, requestID: UInt32, context: ChannelHandlerContext) {
-        guard subscriptions[requestID] != nil, state != .closed else { return }
-        if context.channel.isWritable, queuedEvents.isEmpty {
-            write(kind: .resultEvent, requestID: requestID, message: event)
-            return
-        }
-        if queuedEvents.count >= ConnectionBounds.maximumQueuedEvents {
-            queuedEvents.removeFirst()
-            droppedEvents += 1
-        }
-        queuedEvents.append((requestID, event))
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -553,17 +376,17 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     // MARK: Writing and closing
 
-    private var context: ChannelHandlerContext?
+    var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
     /// While buffered frames are handled, answers are written and flushed once at the end.
-    private var batchingWrites = false
-    private var unflushedWrites = false
+    var batchingWrites = false
+    var unflushedWrites = false
 
-    private func write(kind: FrameKind, requestID: UInt32, message: some SwiftProtobuf.Message, flush: Bool = true) {
+    func write(kind: FrameKind, requestID: UInt32, message: some SwiftProtobuf.Message, flush: Bool = true) {
         guard let context, state != .closed else { return }
         var buffer = context.channel.allocator.buffer(capacity: 64)
         encoder.encode(kind: kind, requestID: requestID, message: message, into: &buffer)
@@ -572,7 +395,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         if flush { flushWrites(context: context) }
     }
 
-    private func write(kind: FrameKind, requestID: UInt32, body: [UInt8]) {
+    func write(kind: FrameKind, requestID: UInt32, body: [UInt8]) {
         guard let context, state != .closed else { return }
         var buffer = context.channel.allocator.buffer(capacity: body.count + FrameHeader.size)
         encoder.encode(kind: kind, requestID: requestID, body: body, into: &buffer)
@@ -582,14 +405,14 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     /// Flushes what was written, unless buffered frames are being handled (their end flushes).
-    private func flushWrites(context: ChannelHandlerContext) {
+    func flushWrites(context: ChannelHandlerContext) {
         guard unflushedWrites, !batchingWrites else { return }
         unflushedWrites = false
         context.flush()
     }
 
     /// Answers a request with an ERROR frame, counting it under `kind` (`nil` when the frame could not be read).
-    private func writeError(
+    func writeError(
         _ error: ProtocolError,
         requestID: UInt32,
         kind: FrameKind?,
@@ -600,7 +423,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     /// GOODBYE (when the relay closes) and no new requests; closes once in-flight requests are answered.
-    private func beginClose(context: ChannelHandlerContext, reason: String?) {
+    func beginClose(context: ChannelHandlerContext, reason: String?) {
         switch state {
         case .closed, .closing:
             return
@@ -618,7 +441,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
     }
 
-    private func close(context: ChannelHandlerContext) {
+    func close(context: ChannelHandlerContext) {
         guard state != .closed else { return }
         // The last answers (an ERROR that says why) go out before the close.
         batchingWrites = false
@@ -628,7 +451,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    private func stopTimersAndSubscriptions() {
+    func stopTimersAndSubscriptions() {
         helloTimer?.cancel()
         helloTimer = nil
         idleTimer?.cancel()

@@ -6,10 +6,9 @@ import Synchronization
 ///
 /// postgres-nio 1.33.2's pool starts an idle-timeout timer each time a connection goes back to it: a task with a
 /// task group of two more, cancelled at the next lease, whose `Task.sleep` still fires at its deadline (10 s
-/// later, `RelayStore.pooled`) on a Dispatch thread. At eight statements a single send, 2,400 sends left about
-/// 19,000 timers firing over the next seconds: 100,000-device fan-outs run 10 s after them took the relay 0.77-0.84
-/// CPU seconds instead of 0.64-0.68 (the same load test with the timers set to fire after it). A pool minimum
-/// would keep the timers away too, but postgres-nio 1.33.2 trips a precondition after a restart with one.
+/// later, `RelayStore.pooled`) on a Dispatch thread: at several statements a single send, a burst of sends leaves
+/// tens of thousands of timers firing over the next seconds, which cost the fan-outs running then CPU. A pool
+/// minimum would keep the timers away too, but postgres-nio 1.33.2 trips a precondition after a restart with one.
 ///
 /// At most ``limit`` connections are held. A call takes the one used last (``take()``), or leases one more while
 /// fewer are held; with all of them in use it returns `nil` and the caller goes through the pool. A held

@@ -322,8 +322,7 @@ extension Migration {
             version: 8,
             name: "delivery_index_cost",
             statements: [
-                // Index upkeep was three quarters of the cost of writing a delivery row (COPY of 200,000 rows:
-                // 1.0 s without indexes, 3.9 s with the four btrees, 2.3-2.9 s with these).
+                // Index upkeep was most of the cost of writing a delivery row.
                 // A token is looked up by equality only: a hash index costs a fifth of a (tenant, token, time)
                 // btree over 64 random hex characters.
                 "DROP INDEX deliveries_tenant_token",
@@ -343,8 +342,7 @@ extension Migration {
             statements: [
                 // Job ids are unique across tenants: the job index needs no tenant. With the tenant first, the
                 // planner could read a fresh day partition (no statistics yet) for the per-user cap counts
-                // through the job index, every row of the tenant's day once per user: 78 ms a page instead of
-                // 5 ms. Only the (tenant, user, time) index now starts with the tenant.
+                // through the job index, every row of the tenant's day once per user. Only the (tenant, user, time) index now starts with the tenant.
                 "DROP INDEX deliveries_tenant_job",
                 "CREATE INDEX deliveries_job ON deliveries (job_id) WITH (deduplicate_items = off)",
             ]
@@ -355,8 +353,8 @@ extension Migration {
             statements: [
                 // A topic page due at one time is a token range of the topic, resolved when it is sent: the
                 // active devices subscribed to `topic` whose token comes after `range_after` and up to
-                // `range_last`. Writing 1,000 tokens and users into a page and reading them back cost the database
-                // 2 ms a page and the relay the decoding of 2,000 strings. `range_devices` is how many the
+                // `range_last`: no tokens and users are written into a page and read back (the database's time and the
+                // relay's decoding of the strings). `range_devices` is how many the
                 // planner counted. Such a page's `tokens` and `users` are empty.
                 """
                 ALTER TABLE job_pages ADD COLUMN topic text, ADD COLUMN range_after text, ADD COLUMN range_last text,
@@ -374,7 +372,7 @@ extension Migration {
             statements: [
                 // Every (tenant, token, user) pair a device row has held, and when it last changed. The deliveries
                 // of a token are found through its users' (tenant, user, time) index: the hash index on the token
-                // was a fifth of the database's CPU in a fan-out (every row a random page of it), for a lookup
+                // cost the database much CPU in a fan-out (every row a random page of it), for a lookup
                 // that support tools make once in a while. A pair is kept while a device holds it and for the
                 // retention after (`RelayStore.maintain`), as long as its deliveries can be.
                 """
@@ -450,8 +448,7 @@ extension Migration {
             statements: [
                 // Every lookup gives both the user and the tenant. With the user first, a key comparison in a
                 // descent is settled by the user instead of by the tenant (the same in every row of a fan-out)
-                // and then the user; keys are unique by time, so merging duplicates only costs. Rows inserted
-                // 50,000 at a time: 7.8 µs a row instead of 9.2 µs (six rounds, `INSERT … SELECT` into copies).
+                // and then the user; keys are unique by time, so merging duplicates only costs.
                 "DROP INDEX deliveries_tenant_user",
                 "CREATE INDEX deliveries_user ON deliveries (user_id, tenant_id, sent_at) WITH (deduplicate_items = off)",
             ]
@@ -464,9 +461,7 @@ extension Migration {
                 // as integers instead of two texts and a time, so the index is a third of the size and a row's
                 // insert (at a random place in it, a fan-out's users being in token order) costs less. Lookups
                 // give the hash and check the user and the tenant on the row (`hashtextextended` is the hash of
-                // hash partitioning, which PostgreSQL keeps stable across versions). `INSERT … SELECT` of
-                // 100,000 rows, 4,000 at a time, into a copy of a day partition of 1,000,000 rows: 9.8-11.9 µs a
-                // row with the old index, 7.6-9.9 µs with this one, 3.3-4.4 µs with neither (the job index in all).
+                // hash partitioning, which PostgreSQL keeps stable across versions).
                 "DROP INDEX deliveries_user",
                 """
                 CREATE INDEX deliveries_user_hash ON deliveries (hashtextextended(user_id, 0), sent_at)

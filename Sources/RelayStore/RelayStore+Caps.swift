@@ -2,111 +2,6 @@ public import Foundation
 import Logging
 import PostgresNIO
 
-/// How many notifications of one type a user received in the rolling hour and day before an instant, for
-/// the per-user caps of `rate_limits.per_user`.
-public struct SentCount: Sendable, Hashable {
-    /// Notifications delivered in the last hour.
-    public var lastHour: Int
-    /// Notifications delivered in the last 24 hours (the last hour included).
-    public var lastDay: Int
-
-    /// Creates a count.
-    public init(lastHour: Int, lastDay: Int) {
-        self.lastHour = lastHour
-        self.lastDay = lastDay
-    }
-}
-
-/// Which of the policy's lookups ``RelayStore/userPolicy(tenant:users:reading:now:)`` makes: each only when its
-/// rule can apply to the notification.
-public struct UserPolicyReads: Sendable {
-    /// The users' preferences (the notification's type may be turned off).
-    public var preferences: Bool
-    /// The users' mutes in force (the notification has a thread id or a scope).
-    public var mutes: Bool
-    /// The users' presence in force (the notification has a thread id).
-    public var presence: Bool
-    /// The notification's type and its per-user cap, when it has one: the users at the cap are counted.
-    public var cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)?
-    /// What earlier reads counted of some of the users' rows of the capped type, if anything: one count per user
-    /// of the read, in its order (``RelayStore/userPolicy(tenant:users:reading:now:)`` refuses another number).
-    public var known: KnownRowCounts?
-
-    /// Creates a choice of lookups.
-    public init(
-        preferences: Bool, mutes: Bool, presence: Bool,
-        cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)? = nil,
-        known: KnownRowCounts? = nil
-    ) {
-        self.preferences = preferences
-        self.mutes = mutes
-        self.presence = presence
-        self.cap = cap
-        self.known = known
-    }
-}
-
-/// When a policy read counted users' rows of a capped type: its snapshot, and the jobs of the type that could
-/// still record rows then.
-public struct RowCountEpoch: Sendable, Hashable {
-    /// The read's snapshot (`pg_snapshot` text): jobs whose insert it did not see were inserted after the count.
-    public var snapshot: String
-    /// The snapshot's `xmax` (`xmin:xmax:xip…`): a snapshot with a lower one is older.
-    public let order: UInt64
-    /// Jobs of the type not finished or not planned, or with a page pending or leased, when the read counted (at
-    /// most the lower cap): the only jobs seen then that could record rows after.
-    public var openJobs: Int
-
-    /// Creates an epoch.
-    public init(snapshot: String, openJobs: Int) {
-        self.snapshot = snapshot
-        self.order =
-            snapshot.split(separator: ":", omittingEmptySubsequences: false).dropFirst().first
-            .flatMap { UInt64($0) } ?? 0
-        self.openJobs = openJobs
-    }
-}
-
-/// Users' delivered rows of a capped type as earlier reads counted them, for
-/// ``RelayStore/userPolicy(tenant:users:reading:now:)`` to count again only the users who may have reached the cap.
-public struct KnownRowCounts: Sendable, Hashable {
-    /// The rows of each user of the read when counted, in the order of its users (each user's rows bound its
-    /// notifications from above); -1 for a user not counted before. An array rather than a dictionary: a page's
-    /// thousands of users are then not hashed once more to build it and again to look each of them up.
-    public var rows: [Int]
-    /// The oldest of those counts' epochs, with the most open jobs any of them saw.
-    public var epoch: RowCountEpoch
-
-    /// Creates counts.
-    public init(rows: [Int], epoch: RowCountEpoch) {
-        self.rows = rows
-        self.epoch = epoch
-    }
-}
-
-/// What ``RelayStore/userPolicy(tenant:users:reading:now:)`` found of a page of users; users with nothing stored
-/// are absent.
-public struct UserPolicyRows: Sendable, Hashable {
-    /// Stored settings per user, then per notification type (`false`: turned off).
-    public var preferences: [String: [String: Bool]] = [:]
-    /// The mutes in force.
-    public var mutes: [MuteRecord] = []
-    /// The threads each user is active in, with when each presence ends.
-    public var activeThreads: [String: [String: Date]] = [:]
-    /// What each user at the type's cap received of it.
-    public var sentCounts: [String: SentCount] = [:]
-    /// The rows of the capped type of each user this read counted and found any for. A user it counted and found
-    /// none for is absent, as is a user it did not count. It counts every user whose known count is -1 (every
-    /// user when ``UserPolicyReads/known`` is `nil`), and each known user whose count plus the jobs of the type
-    /// since may reach the lower cap.
-    public var countedRows: [String: Int] = [:]
-    /// When this read counted, if it counted.
-    public var epoch: RowCountEpoch?
-
-    /// Rows with nothing found.
-    public init() {}
-}
-
 extension RelayStore {
     /// Everything the tenant's policy needs of `users` for one notification, in one statement (one round trip and
     /// one execution instead of up to four): their preferences, their mutes and their presence in force at `now`,
@@ -122,7 +17,7 @@ extension RelayStore {
     /// The counts look each user up on its own (a lateral join on the index `deliveries_user_hash`): with
     /// `user_id = ANY(…)` instead, the planner, misled by a day's partition with no statistics yet (new, or
     /// filling faster than autovacuum analyzes it), scanned the tenant's whole day and filtered it, a cost that
-    /// grew with every row a fan-out wrote (138 ms a page at 200,000 rows; 3 ms this way). Each user's rows are
+    /// grew with every row a fan-out wrote. Each user's rows are
     /// counted first, which is cheap; the distinct jobs (two sorts a user) only for a user with at least as many
     /// rows as the lower cap.
     ///
@@ -168,25 +63,21 @@ extension RelayStore {
         // keeps the rows of a relay whose clock runs ahead.
         bindings.append(now.addingTimeInterval(3_600))  // $11
         bindings.append(lowerCap ?? 0)  // $12
-        let rows: [PostgresRow]
-        do {
+        let rows: [PostgresRow] = try await mappingErrors {
             if countsCaps && users.count >= Self.boundedCountUsers {
                 let known = reads.known
                 bindings.append(known?.rows ?? [])  // $13: -1 unknown
                 bindings.append(known?.epoch.snapshot ?? "")  // $14
                 bindings.append(known?.epoch.openJobs ?? -1)  // $15: -1, nothing known
-                rows = try await database.query(
+                return try await database.query(
                     PostgresQuery(unsafeSQL: Self.boundedPolicyStatement, binds: bindings),
                     preparedAs: UsersPolicyBounded.self, logger: logger)
-            } else {
-                rows = try await database.query(
-                    PostgresQuery(unsafeSQL: Self.policyStatement, binds: bindings),
-                    preparedAs: UsersPolicy.self, logger: logger)
             }
-        } catch {
-            throw relayStoreError(from: error)
+            return try await database.query(
+                PostgresQuery(unsafeSQL: Self.policyStatement, binds: bindings),
+                preparedAs: UsersPolicy.self, logger: logger)
         }
-        do {
+        return try await mappingErrors {
             for row in rows {
                 let (kind, user, first, second, enabled, until, lastHour, lastDay, rows) = try row.decode(
                     (String, String, String?, String?, Bool?, Date?, Int?, Int?, Int?).self)
@@ -210,23 +101,20 @@ extension RelayStore {
                 }
             }
             return found
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 }
 
 extension RelayStore {
-    /// Reads of fewer users count them all (``policyStatement``): the bounds' planning, about 0.3 ms a call, costs
-    /// more than counting a few users.
+    /// Reads of fewer users count them all (``policyStatement``): planning the bounds costs more than counting a
+    /// few users.
     public static let boundedCountUsers = 100
 
     /// The preferences, mutes and presence of users `$2` of tenant `$1` in force at `$3`, each part only when `$4`,
     /// `$5` or `$6` asks for it, as rows of the policy statements' nine columns.
     ///
     /// The users are a set to join (`IN (SELECT unnest(…))`), not `user_id = ANY(…)`, whose planning estimates each
-    /// element of the array: for a page of 2,000 users, one lookup took 0.6 ms to plan that way and 0.06 ms this
-    /// way, the whole bounded statement 1.0-1.2 ms and 0.7-0.85 ms (custom plans, unloaded). The join probes the
+    /// element of the array, which for a page of thousands of users costs more than the lookups. The join probes the
     /// index or hashes the tenant's few rows, whichever the planner finds cheaper.
     private static let policyLookups = """
         SELECT 'preference', user_id, notification_type, NULL::text, enabled, NULL::timestamptz, NULL::int8,

@@ -1,55 +1,8 @@
 import APNs
 import Crypto
-public import Foundation
+import Foundation
 import Logging
 import PostgresNIO
-
-/// A credential just issued: the only time its secret exists outside the backend that receives it.
-public struct IssuedCredential: Sendable {
-    /// The credential's id, for `list` and `revoke`.
-    public var id: String
-    /// The tenant it belongs to.
-    public var tenantID: String
-    /// The operator's name for it.
-    public var name: String
-    /// The secret's first characters, stored for display.
-    public var prefix: String
-    /// The secret (`prk_` and 43 base64url characters): shown once, never stored.
-    public var secret: String
-    /// When it was issued.
-    public var createdAt: Date
-}
-
-/// A credential a secret was verified against: whom a connection acts for, and which credential, so that
-/// revoking it ends the connection's rights.
-public struct VerifiedCredential: Sendable, Hashable {
-    /// The tenant it belongs to.
-    public var tenantID: String
-    /// The credential's id.
-    public var id: String
-
-    /// A verified credential of `tenantID`.
-    public init(tenantID: String, id: String) {
-        self.tenantID = tenantID
-        self.id = id
-    }
-}
-
-/// A stored credential, as listed: never its secret or hash.
-public struct CredentialRecord: Sendable, Hashable {
-    /// The credential's id.
-    public var id: String
-    /// The tenant it belongs to.
-    public var tenantID: String
-    /// The operator's name for it.
-    public var name: String
-    /// The secret's first characters, so an operator can tell which secret a backend holds.
-    public var prefix: String
-    /// When it was issued.
-    public var createdAt: Date
-    /// When it was revoked; `nil` while it is valid.
-    public var revokedAt: Date?
-}
 
 extension RelayStore {
     /// What every secret starts with.
@@ -69,7 +22,7 @@ extension RelayStore {
         let hash = Self.credentialHash(salt: salt, secret: secret)
         let id = UUID().uuidString.lowercased()
         let logger = self.logger
-        do {
+        return try await mappingErrors {
             return try await database.withConnection { connection in
                 try await Self.requireTenant(tenant, on: connection, logger: logger)
                 var createdAt = Date()
@@ -86,8 +39,6 @@ extension RelayStore {
                 return IssuedCredential(
                     id: id, tenantID: tenant, name: name, prefix: prefix, secret: secret, createdAt: createdAt)
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -104,7 +55,7 @@ extension RelayStore {
         }
         let prefix = String(secret.prefix(Self.credentialPrefixLength))
         var candidates: [(tenant: String, id: String, salt: Data, hash: Data)] = []
-        do {
+        try await mappingErrors {
             for try await row in try await database.query(
                 """
                 SELECT tenant_id, id, salt, hash FROM credentials
@@ -114,8 +65,6 @@ extension RelayStore {
             ).decode((String, String, Data, Data).self) {
                 candidates.append(row)
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
         var match: VerifiedCredential?
         for candidate in candidates {
@@ -128,15 +77,13 @@ extension RelayStore {
     /// Whether credential `id` exists and is not revoked: a connection that authenticated with it asks
     /// again every few seconds, so that a revoke ends its rights.
     public func credentialIsValid(id: String) async throws(RelayStoreError) -> Bool {
-        do {
+        return try await mappingErrors {
             for try await _ in try await database.query(
                 "SELECT 1 FROM credentials WHERE id = \(id) AND revoked_at IS NULL", logger: logger
             ) {
                 return true
             }
             return false
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -145,7 +92,7 @@ extension RelayStore {
     /// - Throws: ``RelayStoreError/unknownTenant(_:)``.
     public func listCredentials(tenant: String) async throws(RelayStoreError) -> [CredentialRecord] {
         let logger = self.logger
-        do {
+        return try await mappingErrors {
             return try await database.withConnection { connection in
                 try await Self.requireTenant(tenant, on: connection, logger: logger)
                 var records: [CredentialRecord] = []
@@ -163,8 +110,6 @@ extension RelayStore {
                 }
                 return records
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -174,7 +119,7 @@ extension RelayStore {
     ///   (another tenant's credential included).
     public func revokeCredential(tenant: String, id: String) async throws(RelayStoreError) {
         var found = false
-        do {
+        try await mappingErrors {
             for try await _ in try await database.query(
                 """
                 UPDATE credentials SET revoked_at = coalesce(revoked_at, now())
@@ -185,8 +130,6 @@ extension RelayStore {
             ).decode(String.self) {
                 found = true
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
         guard found else { throw .unknownCredential(tenant: tenant, id: id) }
     }

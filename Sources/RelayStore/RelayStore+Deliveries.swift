@@ -1,111 +1,8 @@
-public import APNs
+import APNs
 public import Foundation
 import Logging
 import PostgresNIO
 import Synchronization
-
-/// The outcome class of one delivery attempt, as stored in `deliveries.outcome`.
-public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
-    /// APNs accepted the notification (200).
-    case delivered
-    /// APNs declared the token dead (410 Unregistered, or BadDeviceToken).
-    case tokenDead = "token_dead"
-    /// A transient failure (429, 5xx, timeout): another attempt follows or the job gave up.
-    case retryLater = "retry_later"
-    /// The tenant's configuration is wrong (bad topic, key or certificate).
-    case configurationFault = "configuration_fault"
-    /// Not sent at all (preferences, mutes, quiet hours, inactive token).
-    case skipped
-}
-
-extension DeliveryOutcome {
-    /// The delivery outcome recorded for an engine outcome class.
-    public init(_ outcome: APNsOutcomeClass) {
-        switch outcome {
-        case .delivered: self = .delivered
-        case .tokenDead: self = .tokenDead
-        case .retryLater: self = .retryLater
-        case .configurationFault: self = .configurationFault
-        }
-    }
-}
-
-/// One delivery attempt: a row of the `deliveries` table.
-///
-/// Empty strings in ``userID``, ``apnsID`` and ``reason`` are stored as `NULL`, and a negative
-/// ``latencyMilliseconds`` as no latency.
-public struct DeliveryRecord: Sendable, Hashable {
-    /// The tenant the notification was sent for.
-    public var tenantID: String
-    /// The job (one backend request, possibly a fan-out) the attempt belongs to.
-    public var jobID: String
-    /// The user the device belongs to, when known.
-    public var userID: String?
-    /// The device token, hex; stored lower-cased.
-    public var token: String
-    /// The `apns-id` of the request.
-    public var apnsID: String?
-    /// The attempt's outcome class.
-    public var outcome: DeliveryOutcome
-    /// APNs' reason (`Unregistered`, `TopicDisallowed`) or the relay's reason for skipping.
-    public var reason: String?
-    /// The attempt's number, from 1 (0 for a notification skipped before any attempt).
-    public var attempt: Int
-    /// When the request was sent; the table is partitioned by this (UTC days).
-    public var sentAt: Date
-    /// When APNs answered, if it did.
-    public var answeredAt: Date?
-    /// The time from sending to APNs' answer, in milliseconds.
-    public var latencyMilliseconds: Int?
-    /// The notification type of the job (counted by per-user frequency caps).
-    public var notificationType: String?
-
-    /// Creates a record.
-    public init(
-        tenantID: String,
-        jobID: String,
-        userID: String? = nil,
-        token: String,
-        apnsID: String? = nil,
-        outcome: DeliveryOutcome,
-        reason: String? = nil,
-        attempt: Int = 1,
-        sentAt: Date,
-        answeredAt: Date? = nil,
-        latencyMilliseconds: Int? = nil,
-        notificationType: String? = nil
-    ) {
-        self.tenantID = tenantID
-        self.jobID = jobID
-        self.userID = userID
-        self.token = token
-        self.apnsID = apnsID
-        self.outcome = outcome
-        self.reason = reason
-        self.attempt = attempt
-        self.sentAt = sentAt
-        self.answeredAt = answeredAt
-        self.latencyMilliseconds = latencyMilliseconds
-        self.notificationType = notificationType
-    }
-}
-
-/// What ``RelayStore/recordDeliveries(_:batchSize:)`` did.
-public struct DeliveryWriteReport: Sendable, Hashable {
-    /// The rows written.
-    public var rows: Int
-    /// The SQL statements (round trips) it ran: one per batch, plus two for a batch that needed a new partition.
-    public var statements: Int
-    /// The partitions it had to create because a row fell outside every existing one.
-    public var createdPartitions: [String]
-
-    /// Creates a report.
-    public init(rows: Int = 0, statements: Int = 0, createdPartitions: [String] = []) {
-        self.rows = rows
-        self.statements = statements
-        self.createdPartitions = createdPartitions
-    }
-}
 
 extension RelayStore {
     /// Writes delivery attempts, `batchSize` rows per statement: each batch is one
@@ -168,11 +65,7 @@ extension RelayStore {
             return (try await write(database, logger), nil)
         } catch let error as PSQLError where Self.isMissingPartition(error) {
             let created = try await ensurePartitions(for: batch.sentAt)
-            do {
-                return (try await write(database, logger), created)
-            } catch {
-                throw relayStoreError(from: error)
-            }
+            return (try await mappingErrors { try await write(database, logger) }, created)
         } catch {
             throw relayStoreError(from: error)
         }
@@ -190,7 +83,7 @@ extension RelayStore {
         guard daysAhead >= 0, daysBehind >= 0 else {
             throw .invalidDeliveries(reason: "daysAhead and daysBehind must not be negative")
         }
-        do {
+        return try await mappingErrors {
             var created: [String] = []
             for try await name in try await database.query(
                 """
@@ -204,8 +97,6 @@ extension RelayStore {
                 if let name { created.append(name) }
             }
             return created
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -213,7 +104,7 @@ extension RelayStore {
     /// cut-off) and returns their names, oldest first.
     @discardableResult
     public func dropDeliveryPartitions(olderThan: Date) async throws(RelayStoreError) -> [String] {
-        do {
+        return try await mappingErrors {
             var dropped: [String] = []
             for try await name in try await database.query(
                 "SELECT pushrelay_drop_delivery_partitions(\(olderThan))",
@@ -222,14 +113,12 @@ extension RelayStore {
                 dropped.append(name)
             }
             return dropped
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
     /// The names of the partitions of `deliveries`, oldest first.
     public func deliveryPartitions() async throws(RelayStoreError) -> [String] {
-        do {
+        return try await mappingErrors {
             var names: [String] = []
             for try await name in try await database.query(
                 """
@@ -241,8 +130,6 @@ extension RelayStore {
                 names.append(name)
             }
             return names
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -333,14 +220,12 @@ extension RelayStore {
         let unchecked = tenants.filter { !knownTenants.contains($0) }
         guard !unchecked.isEmpty else { return }
         var found: Set<String> = []
-        do {
+        try await mappingErrors {
             for try await id in try await database.query(
                 "SELECT id FROM tenants WHERE id = ANY(\(Array(unchecked))::text[])", logger: logger
             ).decode(String.self) {
                 found.insert(id)
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
         knownTenants.insert(found)
         if let missing = unchecked.subtracting(found).sorted().first { throw .unknownTenant(missing) }
@@ -352,9 +237,9 @@ extension RelayStore {
     ///
     /// Not `COPY … FROM STDIN`, which costs the server less: postgres-nio 1.33.2 stops the process
     /// (`preconditionFailure`, "Copy mode is only supported for extended queries") when the connection closes
-    /// while a COPY is under way, as it does when PostgreSQL restarts (`Ops/fault-postgres-restart.sh`).
+    /// while a COPY is under way, as it does when PostgreSQL restarts (`Ops/scenarios/fault-postgres-restart.sh`).
     private func ensurePartitions(for dates: [Date]) async throws(RelayStoreError) -> [String] {
-        do {
+        return try await mappingErrors {
             var created: [String] = []
             for try await name in try await database.query(
                 """
@@ -367,8 +252,6 @@ extension RelayStore {
                 if let name { created.append(name) }
             }
             return created
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -383,13 +266,13 @@ extension RelayStore {
     }
 
     private func deliveryRows(_ query: PostgresQuery) async throws(RelayStoreError) -> [DeliveryRecord] {
-        do {
+        return try await mappingErrors {
             var records: [DeliveryRecord] = []
             for try await row in try await database.query(query, logger: logger).decode(
                 (String, String, String?, String, String?, String, String?, Int, Date, Date?, Int?).self)
             {
                 guard let outcome = DeliveryOutcome(rawValue: row.5) else {
-                    throw RelayStoreError.databaseUnavailable("delivery row with unknown outcome \(row.5)")
+                    throw RelayStoreError.corruptRow("delivery row with unknown outcome \(row.5)")
                 }
                 records.append(
                     DeliveryRecord(
@@ -397,8 +280,6 @@ extension RelayStore {
                         reason: row.6, attempt: row.7, sentAt: row.8, answeredAt: row.9, latencyMilliseconds: row.10))
             }
             return records
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 }

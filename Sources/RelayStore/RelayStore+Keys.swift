@@ -1,58 +1,8 @@
-public import APNs
+import APNs
 public import Crypto
-public import Foundation
+import Foundation
 import Logging
 import PostgresNIO
-
-/// Which APNs environments a signing key is used for.
-public enum SigningKeyEnvironment: String, Sendable, Hashable, CaseIterable, Codable {
-    /// `api.push.apple.com` only.
-    case production
-    /// `api.sandbox.push.apple.com` only.
-    case development
-    /// Both environments (an APNs key works for both; this is the default).
-    case both
-}
-
-/// Where a signing key is in its life.
-public enum SigningKeyStatus: String, Sendable, Hashable, CaseIterable, Codable {
-    /// Used for new work.
-    case active
-    /// Replaced by a newer key; still used by work already in flight, then retired.
-    case retiring
-    /// No longer used; kept for the record until removed.
-    case retired
-}
-
-/// A stored signing key's metadata: everything but the key itself.
-public struct SigningKeyRecord: Sendable, Hashable {
-    /// The tenant the key belongs to.
-    public var tenantID: String
-    /// Apple's 10-character key id (`kid`).
-    public var keyID: String
-    /// Apple's 10-character team id (`iss`).
-    public var teamID: String
-    /// The environments it is used for.
-    public var environment: SigningKeyEnvironment
-    /// The first 16 bytes of SHA-256 of the public key's DER (SubjectPublicKeyInfo), as 32 hex digits.
-    public var fingerprint: String
-    /// Where the key is in its life.
-    public var status: SigningKeyStatus
-    /// When it was added.
-    public var createdAt: Date
-    /// When a rotation replaced it, if one did.
-    public var retiringAt: Date?
-    /// When it was retired, if it was.
-    public var retiredAt: Date?
-}
-
-/// A stored signing key unsealed for the relay: the usable key and its metadata.
-public struct UnsealedSigningKey: Sendable {
-    /// The key's metadata.
-    public var record: SigningKeyRecord
-    /// The key, ready to make provider tokens.
-    public var key: APNsSigningKey
-}
 
 extension RelayStore {
     /// The channel on which every change to a tenant's signing keys is announced, with the tenant id as payload.
@@ -213,7 +163,7 @@ extension RelayStore {
         let sealed = masterKey.seal(checked.der, context: Self.sealingContext(tenant: tenant, keyID: keyID))
         let fingerprint = checked.fingerprint
         let logger = self.logger
-        do {
+        return try await mappingErrors {
             return try await database.withConnection { connection in
                 try await connection.withTransaction(logger: logger) { transaction in
                     try await Self.requireTenant(tenant, on: transaction, logger: logger)
@@ -259,8 +209,6 @@ extension RelayStore {
                         fingerprint: fingerprint, status: .active, createdAt: inserted)
                 }
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -268,7 +216,7 @@ extension RelayStore {
         tenant: String, keyID: String, _ query: PostgresQuery
     ) async throws(RelayStoreError) {
         let logger = self.logger
-        do {
+        try await mappingErrors {
             try await database.withConnection { connection in
                 try await connection.withTransaction(logger: logger) { transaction in
                     var found = false
@@ -279,8 +227,6 @@ extension RelayStore {
                     try await Self.notifyKeyChange(tenant: tenant, on: transaction, logger: logger)
                 }
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -288,7 +234,7 @@ extension RelayStore {
         record: SigningKeyRecord, sealed: Data
     )] {
         let logger = self.logger
-        do {
+        return try await mappingErrors {
             return try await database.withConnection { connection in
                 try await Self.requireTenant(tenant, on: connection, logger: logger)
                 var rows: [(record: SigningKeyRecord, sealed: Data)] = []
@@ -314,8 +260,6 @@ extension RelayStore {
                 }
                 return rows
             }
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -335,30 +279,4 @@ extension RelayStore {
     ) async throws {
         try await connection.query("SELECT pg_notify(\(keyChangeChannel), \(tenant))", logger: logger)
     }
-}
-
-/// The ``RelayStoreError`` behind `error`: itself, or the one a transaction wraps; anything else is the
-/// database being unavailable.
-func relayStoreError(from error: any Error) -> RelayStoreError {
-    if let error = error as? RelayStoreError { return error }
-    if let transaction = error as? PostgresTransactionError,
-        let inner = transaction.closureError as? RelayStoreError
-    {
-        return inner
-    }
-    if isRejectedStatement(error) { return .statementRejected(describePostgresError(error)) }
-    return .databaseUnavailable(describePostgresError(error))
-}
-
-/// Whether PostgreSQL refused a statement for its data (SQLSTATE class 22, data exception, e.g. a NUL in
-/// text; class 23, integrity constraint violation): running it again fails again, unlike a lost connection.
-private func isRejectedStatement(_ error: any Error) -> Bool {
-    if let transaction = error as? PostgresTransactionError {
-        guard let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError else {
-            return false
-        }
-        return isRejectedStatement(inner)
-    }
-    guard let state = (error as? PSQLError)?.serverInfo?[.sqlState] else { return false }
-    return state.hasPrefix("22") || state.hasPrefix("23")
 }

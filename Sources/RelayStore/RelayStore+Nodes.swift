@@ -12,9 +12,7 @@ extension RelayStore {
     /// relays (this one included) have beaten within ``nodeLiveness`` and, per tenant, the pages whose
     /// lease is held now: by `node` (its fan-out worker's lease owner name) and by every relay.
     public func heartbeat(node: String) async throws(RelayStoreError) -> NodeHeartbeat {
-        let live = Double(Self.nodeLiveness.components.seconds)
-        let forget = Double(Self.nodeForgetAfter.components.seconds)
-        do {
+        return try await mappingErrors {
             try await database.query(
                 """
                 INSERT INTO relay_nodes (id) VALUES (\(node))
@@ -23,14 +21,14 @@ extension RelayStore {
                 logger: logger
             )
             try await database.query(
-                "DELETE FROM relay_nodes WHERE heartbeat_at < now() - \(forget)::float8 * interval '1 second'",
+                "DELETE FROM relay_nodes WHERE heartbeat_at < now() - \(interval: Self.nodeForgetAfter)",
                 logger: logger
             )
             var beat = NodeHeartbeat(liveRelays: 1, leasedPages: [:])
             for try await (count, ) in try await database.query(
                 """
                 SELECT count(*)::int8 FROM relay_nodes
-                WHERE heartbeat_at >= now() - \(live)::float8 * interval '1 second'
+                WHERE heartbeat_at >= now() - \(interval: Self.nodeLiveness)
                 """,
                 logger: logger
             ).decode(Int64.self) {
@@ -47,45 +45,13 @@ extension RelayStore {
                 beat.leasedPages[tenant] = LeasedPages(mine: Int(mine), all: Int(all))
             }
             return beat
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
     /// Removes relay `node`'s row: it stops, and no longer takes a share of the tenants' rates.
     public func removeNode(_ node: String) async throws(RelayStoreError) {
-        do {
+        try await mappingErrors {
             try await database.query("DELETE FROM relay_nodes WHERE id = \(node)", logger: logger)
-        } catch {
-            throw relayStoreError(from: error)
         }
-    }
-}
-
-/// What one relay's heartbeat saw of the relays sharing its database.
-public struct NodeHeartbeat: Sendable, Hashable {
-    /// Relays that have beaten within ``RelayStore/nodeLiveness``, this one included (at least 1).
-    public var liveRelays: Int
-    /// Per tenant with pages being sent: the pages leased now.
-    public var leasedPages: [String: LeasedPages]
-
-    /// A heartbeat's findings.
-    public init(liveRelays: Int, leasedPages: [String: LeasedPages]) {
-        self.liveRelays = liveRelays
-        self.leasedPages = leasedPages
-    }
-}
-
-/// A tenant's pages whose lease is held now: by the relay that asked, and by every relay.
-public struct LeasedPages: Sendable, Hashable {
-    /// Pages leased by the relay that asked.
-    public var mine: Int
-    /// Pages leased by any relay.
-    public var all: Int
-
-    /// Counts of leased pages.
-    public init(mine: Int, all: Int) {
-        self.mine = mine
-        self.all = all
     }
 }

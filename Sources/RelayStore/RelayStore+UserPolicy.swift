@@ -2,28 +2,6 @@ public import Foundation
 import Logging
 import PostgresNIO
 
-/// A user's mute of one thread or one scope: a row of the `mutes` table.
-///
-/// Exactly one of ``threadID`` and ``scope`` is set.
-public struct MuteRecord: Sendable, Hashable {
-    /// The user who muted.
-    public var userID: String
-    /// The muted thread (a notification's `thread-id`), for a thread mute.
-    public var threadID: String?
-    /// The muted scope (a name the tenant's backend gives a group of notifications), for a scope mute.
-    public var scope: String?
-    /// When the mute ends; `nil` mutes until it is cleared.
-    public var until: Date?
-
-    /// Creates a record.
-    public init(userID: String, threadID: String? = nil, scope: String? = nil, until: Date? = nil) {
-        self.userID = userID
-        self.threadID = threadID
-        self.scope = scope
-        self.until = until
-    }
-}
-
 extension RelayStore {
     // MARK: - Preferences
 
@@ -66,7 +44,7 @@ extension RelayStore {
     /// The stored settings of each of `users` that has any, per notification type, in one query (for a fan-out).
     public func preferences(tenant: String, users: [String]) async throws(RelayStoreError) -> [String: [String: Bool]] {
         guard !users.isEmpty else { return [:] }
-        do {
+        return try await mappingErrors {
             var settings: [String: [String: Bool]] = [:]
             for row in try await database.query(
                 """
@@ -79,8 +57,6 @@ extension RelayStore {
                 settings[user, default: [:]][type] = enabled
             }
             return settings
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -150,7 +126,7 @@ extension RelayStore {
         -> [MuteRecord]
     {
         guard !users.isEmpty else { return [] }
-        do {
+        return try await mappingErrors {
             var records: [MuteRecord] = []
             for row in try await database.query(
                 """
@@ -165,8 +141,6 @@ extension RelayStore {
                 records.append(Self.mute(user: user, kind: kind, value: value, until: until))
             }
             return records
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 
@@ -223,7 +197,7 @@ extension RelayStore {
         -> [String: [String: Date]]
     {
         guard !users.isEmpty else { return [:] }
-        do {
+        return try await mappingErrors {
             var threads: [String: [String: Date]] = [:]
             for row in try await database.query(
                 """
@@ -236,8 +210,6 @@ extension RelayStore {
                 threads[user, default: [:]][thread] = until
             }
             return threads
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 

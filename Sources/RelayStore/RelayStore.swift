@@ -1,6 +1,6 @@
 public import Logging
 import NIOPosix
-public import PostgresNIO
+package import PostgresNIO
 
 /// The relay's PostgreSQL store: a connection pool and the schema's migrations.
 ///
@@ -10,14 +10,15 @@ public struct RelayStore: Sendable {
     /// The advisory lock key held while migrating (ASCII "pushrela"), shared by every relay process.
     public static let migrationLockKey = 0x7075_7368_7265_6C61
 
-    /// The underlying postgres-nio client.
-    public let client: PostgresClient
+    /// The underlying postgres-nio client: the store's own (and its tests'); other modules use the store's
+    /// methods.
+    package let client: PostgresClient
     /// The client behind the configuration's call deadline, for every call but migrations, maintenance and
     /// load-test setup.
     let database: DeadlineClient
     /// The migrations this store applies, in order.
     public let migrations: [Migration]
-    let logger: Logger
+    package let logger: Logger
     /// Tenant ids seen in the tenants table: tenants are never deleted, so delivery writes check each once.
     let knownTenants = KnownTenants()
 

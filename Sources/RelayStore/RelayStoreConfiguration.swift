@@ -1,3 +1,4 @@
+public import EmbeddedPostgres
 import Foundation
 public import NIOCore
 import NIOSSL

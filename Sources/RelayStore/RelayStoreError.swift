@@ -1,137 +1,203 @@
 import PostgresNIO
 
-/// Everything that can go wrong while setting up, starting, stopping or migrating the store.
+/// Everything that can go wrong in the store, as a code (what kind of failure, for a caller to act on) and a
+/// message (what an operator reads), in the manner of postgres-nio's `PSQLError`.
 ///
-/// Each case carries what an operator needs to act on it: the command output of a PostgreSQL
-/// tool that failed, the offending database URL, or the server's message for a failed migration.
-public enum RelayStoreError: Error, CustomStringConvertible {
-    /// No PostgreSQL server binaries (`initdb`, `pg_ctl`) were found in the searched folders.
-    case noPostgreSQLBinaries(searched: [String])
-    /// The data folder cannot hold a cluster: it cannot be created or owned, or its path is unusable.
-    case dataFolderUnusable(path: String, reason: String)
-    /// `initdb` failed; `output` is what it printed.
-    case initdbFailed(output: String)
-    /// The server did not start (or did not become ready); `output` is `pg_ctl`'s output and the server log's tail.
-    case startFailed(output: String)
-    /// `pg_ctl stop` failed; `output` is what it printed.
-    case stopFailed(output: String)
-    /// A helper program could not be launched at all.
-    case commandFailed(command: String, reason: String)
-    /// The database URL cannot be used; `reason` says why.
-    case invalidDatabaseURL(String, reason: String)
-    /// The database could not be reached or did not answer in time: trying again later may succeed.
-    case databaseUnavailable(String)
-    /// PostgreSQL refused a statement for the data it carried (SQLSTATE classes 22 and 23): trying again
-    /// fails again.
-    case statementRejected(String)
+/// The code says what a caller may do: ``Code/databaseUnavailable`` is the one transient failure (trying again
+/// later may succeed); ``Code/corruptRow`` means the database holds a row the store cannot read, which retrying
+/// does not fix; the others are refusals of what the caller asked for.
+public struct RelayStoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case invalidDatabaseURL, databaseUnavailable, statementRejected, corruptRow, migrationFailed
+            case unknownTenant, duplicateTenant, invalidTenantConfiguration
+            case missingMasterKey, invalidMasterKey, wrongMasterKey
+            case invalidSigningKey, unknownSigningKey, duplicateSigningKey, unknownCredential
+            case invalidDeviceRegistration, invalidDeliveries, invalidArgument, unknownJob
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
+        /// The database URL cannot be used.
+        public static let invalidDatabaseURL = Code(.invalidDatabaseURL)
+        /// The database could not be reached or did not answer in time: trying again later may succeed.
+        public static let databaseUnavailable = Code(.databaseUnavailable)
+        /// PostgreSQL refused a statement for the data it carried (SQLSTATE classes 22 and 23): trying again fails
+        /// again.
+        public static let statementRejected = Code(.statementRejected)
+        /// A stored row cannot be read (an unknown state, environment or outcome; arrays of different lengths):
+        /// trying again reads the same row.
+        public static let corruptRow = Code(.corruptRow)
+        /// A migration failed and was rolled back.
+        public static let migrationFailed = Code(.migrationFailed)
+        /// No tenant has the id.
+        public static let unknownTenant = Code(.unknownTenant)
+        /// Two configurations given to one sync have the same tenant id.
+        public static let duplicateTenant = Code(.duplicateTenant)
+        /// A tenant's stored configuration could not be encoded or decoded.
+        public static let invalidTenantConfiguration = Code(.invalidTenantConfiguration)
+        /// No master key was given.
+        public static let missingMasterKey = Code(.missingMasterKey)
+        /// The master key given is not 32 bytes.
+        public static let invalidMasterKey = Code(.invalidMasterKey)
+        /// The master key does not open a sealed signing key.
+        public static let wrongMasterKey = Code(.wrongMasterKey)
+        /// A `.p8` signing key was refused; nothing was stored.
+        public static let invalidSigningKey = Code(.invalidSigningKey)
+        /// The tenant has no such signing key.
+        public static let unknownSigningKey = Code(.unknownSigningKey)
+        /// The tenant already has a signing key with the id.
+        public static let duplicateSigningKey = Code(.duplicateSigningKey)
+        /// The tenant has no such credential.
+        public static let unknownCredential = Code(.unknownCredential)
+        /// A device registration was refused; nothing was stored.
+        public static let invalidDeviceRegistration = Code(.invalidDeviceRegistration)
+        /// A batch of delivery records was refused before it reached the database.
+        public static let invalidDeliveries = Code(.invalidDeliveries)
+        /// An argument was refused before it reached the database; nothing was stored.
+        public static let invalidArgument = Code(.invalidArgument)
+        /// The tenant has no such job.
+        public static let unknownJob = Code(.unknownJob)
+
+        /// The code's name, as in logs.
+        public var description: String { base.rawValue }
+    }
+
+    /// The kind of failure.
+    public let code: Code
+    /// What the failure is about, without the code's wording: the server's message, the offending value, the
+    /// reason a value was refused.
+    public let detail: String
+    /// A one-line explanation of the failure for an operator.
+    public let description: String
+
+    private init(_ code: Code, detail: String, description: String) {
+        self.code = code
+        self.detail = detail
+        self.description = description
+    }
+
+    /// Whether trying again later may succeed: only for a database that could not be reached or did not answer.
+    public var isTransient: Bool { code == .databaseUnavailable }
+
+    /// The database URL `url` cannot be used; `reason` says why.
+    public static func invalidDatabaseURL(_ url: String, reason: String) -> Self {
+        Self(.invalidDatabaseURL, detail: reason, description: "invalid database URL \(url): \(reason)")
+    }
+
+    /// The database could not be reached or did not answer in time.
+    public static func databaseUnavailable(_ message: String) -> Self {
+        Self(.databaseUnavailable, detail: message, description: "database unavailable: \(message)")
+    }
+
+    /// PostgreSQL refused a statement for the data it carried.
+    public static func statementRejected(_ message: String) -> Self {
+        Self(.statementRejected, detail: message, description: "the database refused the statement: \(message)")
+    }
+
+    /// A stored row cannot be read; `message` says which and why.
+    public static func corruptRow(_ message: String) -> Self {
+        Self(.corruptRow, detail: message, description: "unreadable row in the database: \(message)")
+    }
+
     /// Migration `version` (`name`) failed and was rolled back; `underlying` is the server's message.
-    case migrationFailed(version: Int, name: String, underlying: String)
-    /// No tenant has this id.
-    case unknownTenant(String)
-    /// Two configurations given to one sync have the same tenant id.
-    case duplicateTenant(String)
-    /// A tenant's stored configuration could not be encoded or decoded.
-    case invalidTenantConfiguration(id: String, reason: String)
+    public static func migrationFailed(version: Int, name: String, underlying: String) -> Self {
+        Self(
+            .migrationFailed, detail: underlying,
+            description: "migration \(version) (\(name)) failed and was rolled back: \(underlying)")
+    }
+
+    /// No tenant has the id `id`.
+    public static func unknownTenant(_ id: String) -> Self {
+        Self(.unknownTenant, detail: id, description: "no tenant \"\(id)\" (pushrelay admin tenant list shows them)")
+    }
+
+    /// Two configurations given to one sync have the tenant id `id`.
+    public static func duplicateTenant(_ id: String) -> Self {
+        Self(.duplicateTenant, detail: id, description: "tenant \"\(id)\" is given twice")
+    }
+
+    /// Tenant `id`'s stored configuration could not be encoded or decoded; `reason` says why.
+    public static func invalidTenantConfiguration(id: String, reason: String) -> Self {
+        Self(
+            .invalidTenantConfiguration, detail: reason,
+            description: "tenant \(id)'s configuration is unreadable: \(reason)")
+    }
+
     /// No master key was given: neither a master key file nor `PUSHRELAY_MASTER_KEY`.
-    case missingMasterKey
+    public static var missingMasterKey: Self {
+        Self(
+            .missingMasterKey, detail: "",
+            description: "no master key: give --master-key-file FILE or set PUSHRELAY_MASTER_KEY "
+                + "(pushrelay admin master-key generate makes one)")
+    }
+
     /// The master key given is not 32 bytes (raw, base64 or hex); `reason` says what was wrong.
-    case invalidMasterKey(reason: String)
+    public static func invalidMasterKey(reason: String) -> Self {
+        Self(
+            .invalidMasterKey, detail: reason,
+            description: "invalid master key: \(reason); it must be 32 bytes, raw or as base64 or hex text")
+    }
+
     /// The master key does not open the sealed signing key `keyID` of `tenant`.
-    case wrongMasterKey(tenant: String, keyID: String)
+    public static func wrongMasterKey(tenant: String, keyID: String) -> Self {
+        Self(
+            .wrongMasterKey, detail: keyID,
+            description: "master key does not open the sealed key \(keyID) of tenant \(tenant): wrong master key?")
+    }
+
     /// A `.p8` signing key was refused; `reason` says why. Nothing was stored.
-    case invalidSigningKey(reason: String)
+    public static func invalidSigningKey(reason: String) -> Self {
+        Self(.invalidSigningKey, detail: reason, description: "signing key refused, nothing stored: \(reason)")
+    }
+
     /// Tenant `tenant` has no signing key `keyID`.
-    case unknownSigningKey(tenant: String, keyID: String)
+    public static func unknownSigningKey(tenant: String, keyID: String) -> Self {
+        Self(
+            .unknownSigningKey, detail: keyID,
+            description:
+                "tenant \"\(tenant)\" has no signing key \"\(keyID)\" (pushrelay admin key list \(tenant) shows them)")
+    }
+
     /// Tenant `tenant` already has a signing key `keyID`.
-    case duplicateSigningKey(tenant: String, keyID: String)
+    public static func duplicateSigningKey(tenant: String, keyID: String) -> Self {
+        Self(
+            .duplicateSigningKey, detail: keyID,
+            description: "tenant \"\(tenant)\" already has a signing key \"\(keyID)\"")
+    }
+
     /// Tenant `tenant` has no credential `id`.
-    case unknownCredential(tenant: String, id: String)
-    /// A device registration was refused (a token that is not hex, an unknown topic…); nothing was stored.
-    case invalidDeviceRegistration(reason: String)
-    /// A batch of delivery records was refused before it reached the database; `reason` says why.
-    case invalidDeliveries(reason: String)
-    /// An argument was refused before it reached the database (a mute naming both a thread and a scope, a
-    /// negative count…); the message says which and why. Nothing was stored.
-    case invalidArgument(String)
-    /// Tenant `tenant` has no job `id`.
-    case unknownJob(tenant: String, id: String)
-
-    /// A one-line explanation of the failure, suitable for an operator.
-    public var description: String {
-        switch self {
-        case .noPostgreSQLBinaries(let searched):
-            return "no PostgreSQL server binaries (initdb, pg_ctl) found in \(searched.joined(separator: ", ")); "
-                + "install PostgreSQL (Debian: apt-get install postgresql) or give a database URL"
-        case .dataFolderUnusable(let path, let reason):
-            return "PostgreSQL data folder \(path) is unusable: \(reason)"
-        case .initdbFailed(let output):
-            return "initdb failed: \(output)"
-        case .startFailed(let output):
-            return "PostgreSQL did not start: \(output)"
-        case .stopFailed(let output):
-            return "PostgreSQL did not stop: \(output)"
-        case .commandFailed(let command, let reason):
-            return "could not run \(command): \(reason)"
-        case .invalidDatabaseURL(let url, let reason):
-            return "invalid database URL \(url): \(reason)"
-        case .databaseUnavailable(let message):
-            return "database unavailable: \(message)"
-        case .statementRejected(let message):
-            return "the database refused the statement: \(message)"
-        case .migrationFailed(let version, let name, let underlying):
-            return "migration \(version) (\(name)) failed and was rolled back: \(underlying)"
-        case .unknownTenant(let id):
-            return "no tenant \"\(id)\" (pushrelay admin tenant list shows them)"
-        case .duplicateTenant(let id):
-            return "tenant \"\(id)\" is given twice"
-        case .invalidTenantConfiguration(let id, let reason):
-            return "tenant \(id)'s configuration is unreadable: \(reason)"
-        case .missingMasterKey:
-            return "no master key: give --master-key-file FILE or set PUSHRELAY_MASTER_KEY "
-                + "(pushrelay admin master-key generate makes one)"
-        case .invalidMasterKey(let reason):
-            return "invalid master key: \(reason); it must be 32 bytes, raw or as base64 or hex text"
-        case .wrongMasterKey(let tenant, let keyID):
-            return "master key does not open the sealed key \(keyID) of tenant \(tenant): wrong master key?"
-        case .invalidSigningKey(let reason):
-            return "signing key refused, nothing stored: \(reason)"
-        case .unknownSigningKey(let tenant, let keyID):
-            return
-                "tenant \"\(tenant)\" has no signing key \"\(keyID)\" (pushrelay admin key list \(tenant) shows them)"
-        case .duplicateSigningKey(let tenant, let keyID):
-            return "tenant \"\(tenant)\" already has a signing key \"\(keyID)\""
-        case .unknownCredential(let tenant, let id):
-            return
+    public static func unknownCredential(tenant: String, id: String) -> Self {
+        Self(
+            .unknownCredential, detail: id,
+            description:
                 "tenant \"\(tenant)\" has no credential \"\(id)\" (pushrelay admin credential list \(tenant) shows them)"
-        case .invalidDeviceRegistration(let reason):
-            return "device registration refused: \(reason)"
-        case .invalidDeliveries(let reason):
-            return "delivery records refused: \(reason)"
-        case .invalidArgument(let message):
-            return "invalid argument: \(message)"
-        case .unknownJob(let tenant, let id):
-            return "tenant \"\(tenant)\" has no job \"\(id)\""
-        }
+        )
     }
-}
 
-/// A readable message for an error from postgres-nio, which hides server messages from `description`.
-func describePostgresError(_ error: any Error) -> String {
-    if let transaction = error as? PostgresTransactionError {
-        if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError {
-            return describePostgresError(inner)
-        }
-        return String(reflecting: transaction)
+    /// A device registration was refused (a token that is not hex, an unknown topic…); nothing was stored.
+    public static func invalidDeviceRegistration(reason: String) -> Self {
+        Self(.invalidDeviceRegistration, detail: reason, description: "device registration refused: \(reason)")
     }
-    if let psql = error as? PSQLError {
-        if let info = psql.serverInfo, let message = info[.message] {
-            let state = info[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
-            return message + state
-        }
-        if let underlying = psql.underlying {
-            return "\(psql.code): \(underlying)"
-        }
-        return "\(psql.code)"
+
+    /// A batch of delivery records was refused before it reached the database; `reason` says why.
+    public static func invalidDeliveries(reason: String) -> Self {
+        Self(.invalidDeliveries, detail: reason, description: "delivery records refused: \(reason)")
     }
-    return String(describing: error)
+
+    /// An argument was refused before it reached the database (a mute naming both a thread and a scope, a
+    /// negative count…); `message` says which and why. Nothing was stored.
+    public static func invalidArgument(_ message: String) -> Self {
+        Self(.invalidArgument, detail: message, description: "invalid argument: \(message)")
+    }
+
+    /// Tenant `tenant` has no job `id`.
+    public static func unknownJob(tenant: String, id: String) -> Self {
+        Self(.unknownJob, detail: id, description: "tenant \"\(tenant)\" has no job \"\(id)\"")
+    }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EmbeddedPostgres
 import Foundation
 import Logging
 import RelayStore
@@ -60,7 +61,7 @@ struct DatabaseOptions: ParsableArguments {
             try await postgres.start()
             do {
                 guard let endpoint = await postgres.endpoint else {
-                    throw RelayStoreError.startFailed(output: "no endpoint after start")
+                    throw EmbeddedPostgresError.startFailed(output: "no endpoint after start")
                 }
                 try await Self.run(RelayStore.Configuration(embedded: endpoint), logger: storeLogger, body)
             } catch {
@@ -69,6 +70,8 @@ struct DatabaseOptions: ParsableArguments {
             }
             try await postgres.stop()
         } catch let error as RelayStoreError {
+            throw Failure(message: error.description)
+        } catch let error as EmbeddedPostgresError {
             throw Failure(message: error.description)
         } catch let error as TenantFileError {
             throw Failure(message: error.description)

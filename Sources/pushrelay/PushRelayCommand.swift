@@ -4,11 +4,9 @@ import NIOPosix
 
 /// The program's entry: `pushrelay serve` runs its tasks on NIO's singleton event loops, then the command runs.
 ///
-/// With Swift's own pool for the tasks, every APNs answer and every database reply woke a page's task on
-/// another thread than the event loop that got it: a 10,000-device fan-out spent an eighth of the relay's CPU in
-/// switching threads, and went 45.5 % → 51.4 % of the engine alone (four interleaved bench runs each) with
-/// the tasks on the event loops. The other commands keep Swift's pool: the load test's and the engine's
-/// figures are measured as before.
+/// With Swift's own pool for the tasks, every APNs answer and every database reply would wake a page's task on
+/// another thread than the event loop that got it, and a fan-out would spend much of its CPU switching threads.
+/// The other commands keep Swift's pool.
 @main
 enum PushRelayMain {
     static func main() async {

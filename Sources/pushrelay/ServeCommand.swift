@@ -1,18 +1,10 @@
-import APNs
 import APNsSimulator
 import ArgumentParser
-import Crypto
 import Foundation
 import Logging
-import Metrics
-import NIOCore
 import NIOPosix
-import NIOSSL
-import Prometheus
-import PushRelayProtocol
 import RelayServer
 import RelayStore
-import ServiceLifecycle
 
 /// `pushrelay serve`: the relay. Migrates the database, applies the tenant files, warms the APNs pools,
 /// follows key changes, and serves the wire protocol until SIGTERM or SIGINT, then shuts down gracefully.
@@ -129,7 +121,8 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 extension ServeSettings {
-    /// Runs the relay with these settings until SIGTERM or SIGINT.
+    /// Runs the relay with these settings until SIGTERM or SIGINT: the tenant files applied, the in-process
+    /// simulator started when asked for, then ``Relay`` built and run.
     fileprivate func serve() async throws {
         // Escaped, so that nothing a client sends can shape a log line.
         var configuredLogger = Logger(label: "pushrelay") {
@@ -137,100 +130,61 @@ extension ServeSettings {
         }
         configuredLogger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let logger = configuredLogger
-        let serverConfiguration = try makeServerConfiguration()
-        if !metricsListen.isEmpty, RelayAddress(metricsListen) == nil {
-            throw Failure(message: "metrics listen must be host:port or \"\", not \(metricsListen)")
+        let masterKey = try self.masterKey()
+        var configuration = try relayConfiguration(masterKey: masterKey)
+        if let address = try operatorAddress() {
+            configuration.operatorPort = (address.host, address.port, PrometheusExport.bootstrap())
         }
-        let folder = tenants
-        let masterKey = try Self.loadMasterKey(file: masterKeyFile)
         if masterKey == nil {
             logger.notice("no master key: stored signing keys cannot be used until one is given")
         }
         let settings = self
+        let base = configuration
         try await DatabaseOptions.withStore(databaseURL: databaseURL, dataDir: dataDir) { store in
-            if !folder.isEmpty {
-                guard FileManager.default.fileExists(atPath: folder) else {
-                    throw Failure(
-                        message: "no tenants folder \(folder) (give one with --tenants, PUSHRELAY_TENANTS or "
-                            + "`tenants:` in the settings file; \"\" applies none)")
-                }
-                let report = try await store.syncTenants(try TenantConfiguration.loadFolder(folder))
-                logger.info(
-                    "tenants applied",
-                    metadata: [
-                        "created": "\(report.created.count)", "updated": "\(report.updated.count)",
-                        "unchanged": "\(report.unchanged.count)",
-                    ]
-                )
+            try await settings.applyTenantFiles(to: store, logger: logger)
+            // One set of threads for everything: the APNs pools, the listeners and PostgreSQL's connections use
+            // the singleton event loops, on which `PushRelayMain` also runs the relay's tasks.
+            let group = MultiThreadedEventLoopGroup.singleton
+            var configuration = base
+            var simulator: APNsSimulator?
+            if settings.apnsSimulator {
+                let started = try await settings.startSimulator(
+                    store: store, masterKey: masterKey, group: group, logger: logger)
+                simulator = started.simulator
+                configuration.target = started.target
             }
-            try await settings.serve(
-                store: store, masterKey: masterKey, serverConfiguration: serverConfiguration, logger: logger
-            )
+            let relay = try await Relay.start(configuration: configuration, store: store, group: group, logger: logger)
+            try settings.announce(relay, logger: logger)
+            try await relay.run()
+            try? await simulator?.shutdown()
+            logger.notice("pushrelay: stopped")
         }
     }
 
-    private func serve(
-        store: RelayStore,
-        masterKey: MasterKey?,
-        serverConfiguration: RelayServerConfiguration,
-        logger: Logger
-    ) async throws {
-        // One set of threads for everything: the APNs pools, the listeners and PostgreSQL's connections use
-        // the singleton event loops, on which `PushRelayMain` also runs the relay's tasks.
-        let group = MultiThreadedEventLoopGroup.singleton
-        let records = try await store.listTenants().filter(\.enabled)
-        var startedSimulator: APNsSimulator?
-        var target = APNsTarget(connectionsPerPool: connectionsPerPool)
-        if apnsSimulator {
-            let (started, simulatorTarget) = try await startSimulator(
-                tenants: records, store: store, masterKey: masterKey, group: group, logger: logger
-            )
-            startedSimulator = started
-            target = simulatorTarget
-        } else if let apnsEndpoint {
-            guard let endpoint = APNsEndpoint(parsing: apnsEndpoint) else {
-                throw Failure(message: "apns endpoint must be host:port, not \(apnsEndpoint)")
-            }
-            target.endpointOverride = endpoint
-            target.caFile = apnsCA
+    /// Applies the tenant files of ``tenants`` (none when it is `""`).
+    private func applyTenantFiles(to store: RelayStore, logger: Logger) async throws {
+        guard !tenants.isEmpty else { return }
+        guard FileManager.default.fileExists(atPath: tenants) else {
+            throw Failure(
+                message: "no tenants folder \(tenants) (give one with --tenants, PUSHRELAY_TENANTS or "
+                    + "`tenants:` in the settings file; \"\" applies none)")
         }
-        let simulator = startedSimulator
-        let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
-        let service = RelayService(
-            store: store, pools: pools, limits: serverConfiguration.limits, requestsPerSecond: requestsPerSecond,
-            requestBurst: requestBurst, logger: logger
+        let report = try await store.syncTenants(try TenantConfiguration.loadFolder(tenants))
+        logger.info(
+            "tenants applied",
+            metadata: [
+                "created": "\(report.created.count)", "updated": "\(report.updated.count)",
+                "unchanged": "\(report.unchanged.count)",
+            ]
         )
-        await pools.warm(
-            records.flatMap { record in
-                Set(record.configuration.bundleIDs.values.flatMap(\.environments)).sorted { $0.rawValue < $1.rawValue }
-                    .map { (tenant: record.id, environment: $0) }
-            }
-        )
-        let retentionDays = self.retentionDays
-        var operatorServer: OperatorHTTPServer?
-        if let metricsAddress = RelayAddress(metricsListen) {
-            // Relaying matters more than its metrics: a port already taken (a second relay on the same host
-            // with the default) is logged, and the relay runs without the operator port.
-            do {
-                operatorServer = try await OperatorHTTPServer.start(
-                    host: metricsAddress.host, port: metricsAddress.port, registry: Self.bootstrapMetrics(),
-                    readiness: { await service.notReadyReason() }, group: group, logger: logger
-                )
-            } catch {
-                logger.error(
-                    "operator HTTP port not opened; running without /metrics, /healthz and /readyz",
-                    metadata: ["address": "\(metricsListen)", "error": "\(error)"]
-                )
-            }
-        }
-        let server = try await RelayServer.start(
-            configuration: serverConfiguration, service: service, group: group, logger: logger
-        )
-        let address = "\(server.host):\(server.port)"
-        // Logged, not printed: standard output is block-buffered when it is a file or a journal, and these lines
-        // matter at start, not at exit.
+    }
+
+    /// Logs the relay's addresses and writes the ready file. Logged, not printed: standard output is
+    /// block-buffered when it is a file or a journal, and these lines matter at start, not at exit.
+    private func announce(_ relay: Relay, logger: Logger) throws {
+        let address = "\(relay.server.host):\(relay.server.port)"
         logger.notice("pushrelay: listening", metadata: ["address": "\(address)"])
-        let operatorAddress = operatorServer.map { "\($0.host):\($0.port)" }
+        let operatorAddress = relay.operatorServer.map { "\($0.host):\($0.port)" }
         if let operatorAddress {
             logger.notice("pushrelay: metrics and health", metadata: ["address": "http://\(operatorAddress)"])
         }
@@ -239,150 +193,5 @@ extension ServeSettings {
             let text = address + "\n" + (operatorAddress.map { "metrics \($0)\n" } ?? "")
             try Data(text.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
         }
-        // A graceful shutdown (SIGTERM, SIGINT) stops the parts from the last to the first: the listener
-        // (GOODBYE, in-flight requests answered), the operator port, the fan-out (pages being sent are
-        // finished and their delivery rows written), the samplers, the heartbeat (its row removed: the other
-        // relays take its share of the tenants' rates), then the pools and the simulator.
-        var parts = [
-            RelayPart(
-                "APNs pools",
-                stop: {
-                    await pools.shutdown()
-                    try? await simulator?.shutdown()
-                }
-            ),
-            RelayPart("key-change follower", work: { await pools.followKeyChanges() }),
-            RelayPart(
-                "maintenance",
-                work: {
-                    while !Task.isCancelled {
-                        do {
-                            let report = try await store.maintain(retentionDays: retentionDays)
-                            logger.info("maintenance done", metadata: ["report": "\(report)"])
-                        } catch {
-                            logger.warning("maintenance failed", metadata: ["error": "\(error)"])
-                        }
-                        try? await Task.sleep(for: .seconds(3_600))
-                    }
-                }
-            ),
-            // This process in relay_nodes, by its lease owner name: the relays share each tenant's rate.
-            RelayPart("node heartbeat", work: { await service.runHeartbeat(node: service.worker.owner) }),
-            RelayPart("metrics sampler", work: { await service.recordMetrics(every: .seconds(5)) }),
-            RelayPart("fan-out worker", work: { await service.runFanOut() }),
-        ]
-        if let operatorServer {
-            parts.append(RelayPart("operator HTTP server", stop: { await operatorServer.shutdown() }))
-        }
-        parts.append(
-            RelayPart(
-                "relay listener",
-                stop: {
-                    logger.info("shutting down gracefully")
-                    await server.shutdown()
-                }
-            )
-        )
-        let serviceGroup = ServiceGroup(
-            services: parts, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
-        )
-        try await serviceGroup.run()
-        logger.notice("pushrelay: stopped")
-    }
-
-    /// Makes the Prometheus registry the backend of swift-metrics, with buckets fitting the relay's
-    /// histograms, and returns it.
-    private static func bootstrapMetrics() -> PrometheusCollectorRegistry {
-        let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets["pushrelay_apns_latency_seconds"] = [
-            .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
-            .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2_500), .seconds(5), .seconds(10),
-        ]
-        factory.valueHistogramBuckets["pushrelay_delivery_write_batch_size"] = [
-            1, 2, 5, 10, 25, 50, 100, 128, 250, 500, 1_000,
-        ]
-        MetricsSystem.bootstrap(factory)
-        return registry
-    }
-
-    /// Starts the in-process simulator, trusting every stored key of the tenants (when the master key opens
-    /// them) and an ephemeral key for each tenant.
-    private func startSimulator(
-        tenants: [TenantRecord],
-        store: RelayStore,
-        masterKey: MasterKey?,
-        group: any EventLoopGroup,
-        logger: Logger
-    ) async throws -> (APNsSimulator, APNsTarget) {
-        var configuration = APNsSimulatorConfiguration(certificateDirectory: simDir)
-        var fallbackKeys: [String: APNsSigningKey] = [:]
-        for record in tenants {
-            let key = try APNsSigningKey(
-                privateKey: P256.Signing.PrivateKey(), keyID: Self.appleID(prefix: "SIMK", record.id),
-                teamID: Self.appleID(prefix: "SIMT", record.id)
-            )
-            fallbackKeys[record.id] = key
-            configuration.keys.append(APNsSimulatorKey(key))
-            configuration.topics.append(contentsOf: record.configuration.bundleIDs.keys)
-            if let masterKey, let stored = try? await store.loadSigningKeys(tenant: record.id, masterKey: masterKey) {
-                configuration.keys.append(contentsOf: stored.map { APNsSimulatorKey($0.key) })
-            }
-        }
-        let simulator = try await APNsSimulator.start(configuration: configuration, group: group.next())
-        logger.info("APNs simulator started", metadata: ["port": "\(simulator.port)", "ca": "\(simulator.caFile)"])
-        let target = APNsTarget(
-            endpointOverride: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
-            connectionsPerPool: connectionsPerPool, fallbackKeys: fallbackKeys
-        )
-        return (simulator, target)
-    }
-
-    /// A 10-character id of A-Z and 0-9, as Apple's key and team ids are: `prefix` and the tenant's letters.
-    private static func appleID(prefix: String, _ tenant: String) -> String {
-        let letters = tenant.uppercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber) }
-        return String((prefix + letters + "0000000000").prefix(10))
-    }
-
-    /// The master key from the file or the environment; `nil` when neither gives one.
-    private static func loadMasterKey(file: String?) throws -> MasterKey? {
-        do {
-            return try MasterKey.load(file: file)
-        } catch {
-            if case .missingMasterKey = error { return nil }
-            throw Failure(message: error.description)
-        }
-    }
-
-    private func makeServerConfiguration() throws -> RelayServerConfiguration {
-        guard let endpoint = RelayAddress(listen) else {
-            throw Failure(message: "listen must be host:port, not \(listen)")
-        }
-        var configuration = RelayServerConfiguration(
-            host: endpoint.host, port: endpoint.port,
-            limits: ProtocolLimits(
-                maxFrameBytes: maxFrameBytes, maxDecompressedBytes: maxDecompressedBytes, maxInFlight: maxInFlight,
-                maxRecipients: maxRecipients
-            ),
-            idleTimeout: idleTimeout == 0 ? nil : .seconds(idleTimeout),
-            writeStallTimeout: .seconds(max(1, writeStallTimeout))
-        )
-        switch (tlsCert, tlsKey) {
-        case (nil, nil):
-            guard tlsClientCA == nil else { throw Failure(message: "tls client ca needs tls cert and tls key") }
-        case (let cert?, let key?):
-            var tls = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
-            )
-            if let tlsClientCA {
-                tls.certificateVerification = .noHostnameVerification
-                tls.trustRoots = .file(tlsClientCA)
-            }
-            configuration.tls = tls
-        default:
-            throw Failure(message: "give both tls cert and tls key")
-        }
-        return configuration
     }
 }

@@ -54,8 +54,8 @@ struct DeliveryWriterTests {
                 await #expect {
                     try await call.value
                 } throws: { error in
-                    guard case RelayStoreError.unknownTenant("no-such-tenant") = error else { return false }
-                    return true
+                    guard let error = error as? RelayStoreError else { return false }
+                    return error.code == .unknownTenant && error.detail == "no-such-tenant"
                 }
             }
             #expect(try await relay.store.deliveries(tenant: "circl", job: "good-before").isEmpty)

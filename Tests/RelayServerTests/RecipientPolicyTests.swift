@@ -1,4 +1,5 @@
 import APNs
+import EmbeddedPostgres
 import Foundation
 import RelayStore
 import Testing

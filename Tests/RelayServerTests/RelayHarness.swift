@@ -1,6 +1,7 @@
 import APNs
 import APNsSimulator
 import Crypto
+import EmbeddedPostgres
 import Foundation
 import Logging
 import NIOCore
@@ -9,6 +10,7 @@ import PushRelayClient
 import PushRelayProtocol
 import RelayServer
 import RelayStore
+import ServiceLifecycle
 import Testing
 
 /// A logger that drops everything.
@@ -30,26 +32,36 @@ struct RelayHarness: Sendable {
     /// longer than that).
     static let deadTokenTimestamp = Int64(Date().timeIntervalSince1970 * 1000) + 86_400_000
 
-    let store: RelayStore
+    /// The relay under test, built as `serve` builds it.
+    let relay: Relay
     let simulator: APNsSimulator
-    let server: RelayServer
-    let service: RelayService
-    let pools: PoolRegistry
     let group: any EventLoopGroup
     let credentials: [String: String]
     /// The master key the relay unseals stored signing keys with.
     let masterKey: MasterKey
+    /// The relay's parts running as a service group, unless the test runs them itself (`runsParts: false`).
+    private let parts: ServiceGroup?
+
+    var store: RelayStore { relay.store }
+    var server: RelayServer { relay.server }
+    var service: RelayService { relay.service }
+    var pools: PoolRegistry { relay.pools }
 
     /// Runs `body` with a fresh relay, then shuts everything down. `logger` is given to the store, the
     /// pools, the service and the server (the embedded PostgreSQL and the simulator stay quiet). Without
     /// `fanOut`, accepted jobs stay unplanned. A credential's request limit is `requestsPerSecond` with a burst of
-    /// `requestBurst` (by default as many as a second's rate).
+    /// `requestBurst` (by default as many as a second's rate). The relay's parts run as a service group (the
+    /// background parts only with `backgroundParts`), stopped by a graceful shutdown at the end; with
+    /// `runsParts: false` the test runs them itself (``Relay/serviceGroup(stopped:)``).
     static func with(
         configure: (inout RelayServerConfiguration) -> Void = { _ in },
+        configureRelay: @escaping @Sendable (inout Relay.Configuration) -> Void = { _ in },
         simulatorKeys: [APNsSigningKey] = [],
         requestsPerSecond: Double = 1_000,
         requestBurst: Int? = nil,
         fanOut: Bool = true,
+        backgroundParts: Bool = false,
+        runsParts: Bool = true,
         logger: Logger = quietLogger,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
@@ -65,11 +77,11 @@ struct RelayHarness: Sendable {
             let endpoint = try #require(await postgres.endpoint)
             try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: logger) { store in
                 try await store.migrate()
-                try await run(
-                    store: store, folder: folder, configuration: serverConfiguration, simulatorKeys: simulatorKeys,
-                    requestsPerSecond: requestsPerSecond, requestBurst: requestBurst ?? max(1, Int(requestsPerSecond)),
-                    fanOut: fanOut, logger: logger, body
-                )
+                let options = Options(
+                    folder: folder, simulatorKeys: simulatorKeys, requestsPerSecond: requestsPerSecond,
+                    requestBurst: requestBurst ?? max(1, Int(requestsPerSecond)), fanOut: fanOut,
+                    backgroundParts: backgroundParts, runsParts: runsParts, configureRelay: configureRelay)
+                try await run(store: store, configuration: serverConfiguration, options: options, logger: logger, body)
             }
             try await postgres.stop()
         } catch {
@@ -78,14 +90,22 @@ struct RelayHarness: Sendable {
         }
     }
 
+    /// The harness's choices beyond the listener's configuration.
+    private struct Options {
+        var folder: String
+        var simulatorKeys: [APNsSigningKey]
+        var requestsPerSecond: Double
+        var requestBurst: Int
+        var fanOut: Bool
+        var backgroundParts: Bool
+        var runsParts: Bool
+        var configureRelay: @Sendable (inout Relay.Configuration) -> Void
+    }
+
     private static func run(
         store: RelayStore,
-        folder: String,
         configuration: RelayServerConfiguration,
-        simulatorKeys: [APNsSigningKey],
-        requestsPerSecond: Double,
-        requestBurst: Int,
-        fanOut runsFanOut: Bool,
+        options: Options,
         logger: Logger,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
@@ -96,10 +116,10 @@ struct RelayHarness: Sendable {
             credentials[tenant.id] = try await store.issueCredential(tenant: tenant.id, name: "tests").secret
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        var simulatorConfiguration = APNsSimulatorConfiguration(certificateDirectory: folder + "/sim")
+        var simulatorConfiguration = APNsSimulatorConfiguration(certificateDirectory: options.folder + "/sim")
         simulatorConfiguration.recordRequests = true
         simulatorConfiguration.faults.unregisteredTokens = [deadToken: deadTokenTimestamp]
-        simulatorConfiguration.keys = simulatorKeys.map(APNsSimulatorKey.init)
+        simulatorConfiguration.keys = options.simulatorKeys.map(APNsSimulatorKey.init)
         var keys: [String: APNsSigningKey] = [:]
         for (index, tenant) in tenants.enumerated() {
             let key = try APNsSigningKey(
@@ -115,35 +135,40 @@ struct RelayHarness: Sendable {
             connectionsPerPool: 1, fallbackKeys: keys
         )
         let masterKey = MasterKey.generate()
-        let pools = PoolRegistry(store: store, masterKey: masterKey, target: target, group: group, logger: logger)
-        let service = RelayService(
-            store: store, pools: pools, limits: configuration.limits, requestsPerSecond: requestsPerSecond,
-            requestBurst: requestBurst, logger: logger
-        )
-        let server = try await RelayServer.start(
-            configuration: configuration, service: service, group: group, logger: logger
-        )
-        let fanOut = Task {
-            if runsFanOut { await service.runFanOut() }
-        }
+        var relayConfiguration = Relay.Configuration(server: configuration, target: target, masterKey: masterKey)
+        relayConfiguration.requestsPerSecond = options.requestsPerSecond
+        relayConfiguration.requestBurst = options.requestBurst
+        relayConfiguration.runsFanOut = options.fanOut
+        relayConfiguration.runsBackgroundParts = options.backgroundParts
+        relayConfiguration.warmsPools = false
+        relayConfiguration.poolShutdownGrace = .zero
+        options.configureRelay(&relayConfiguration)
+        let relay = try await Relay.start(configuration: relayConfiguration, store: store, group: group, logger: logger)
+        let parts = options.runsParts ? relay.serviceGroup() : nil
+        let running = parts.map { parts in Task { try await parts.run() } }
         let harness = RelayHarness(
-            store: store, simulator: simulator, server: server, service: service, pools: pools, group: group,
-            credentials: credentials, masterKey: masterKey
+            relay: relay, simulator: simulator, group: group, credentials: credentials, masterKey: masterKey,
+            parts: parts
         )
         do {
             try await body(harness)
         } catch {
-            await harness.shutdown(fanOut)
+            await harness.shutdown(running)
             throw error
         }
-        await harness.shutdown(fanOut)
+        await harness.shutdown(running)
     }
 
-    private func shutdown(_ fanOut: Task<Void, Never>) async {
-        await server.shutdown()
-        fanOut.cancel()
-        await fanOut.value
-        await pools.shutdown(gracePeriod: .zero)
+    /// Stops the relay's parts in their order (or, when the test ran them itself, the listener and the pools),
+    /// then the simulator and the event loops.
+    private func shutdown(_ running: Task<Void, any Error>?) async {
+        if let parts, let running {
+            await parts.triggerGracefulShutdown()
+            try? await running.value
+        } else {
+            await server.shutdown()
+            await pools.shutdown(gracePeriod: .zero)
+        }
         try? await simulator.shutdown()
         try? await group.shutdownGracefully()
     }

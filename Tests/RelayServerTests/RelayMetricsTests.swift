@@ -57,7 +57,7 @@ extension RelayServerSuites {
             // The Grafana dashboard and the alert rules in Ops/ ask only for series the relay exports.
             let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent()
-            for file in ["Ops/grafana-dashboard.json", "Ops/prometheus-alerts.yml"] {
+            for file in ["Ops/deploy/grafana-dashboard.json", "Ops/deploy/prometheus-alerts.yml"] {
                 let ops = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
                 let names = Set(ops.matches(of: /pushrelay_[a-z_]+/).map { String($0.output) })
                 #expect(!names.isEmpty, "\(file) names no pushrelay series")

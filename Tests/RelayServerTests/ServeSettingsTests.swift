@@ -110,10 +110,10 @@ import Testing
     }
 
     @Test func theExampleFileHoldsEverySettingAndResolves() throws {
-        let path = Self.root.appendingPathComponent("Ops/pushrelay.yaml").path
+        let path = Self.root.appendingPathComponent("Ops/deploy/pushrelay.yaml").path
         let text = try String(contentsOfFile: path, encoding: .utf8)
         for setting in ServeSettings.all {
-            #expect(text.contains("\(setting.key):"), "Ops/pushrelay.yaml does not mention \(setting.key)")
+            #expect(text.contains("\(setting.key):"), "Ops/deploy/pushrelay.yaml does not mention \(setting.key)")
         }
         _ = try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: path)
     }

@@ -36,43 +36,38 @@ extension RelayServerSuites {
             }
         }
 
-        @Test func aServiceGroupsGracefulShutdownStopsTheListenerBeforeTheFanOut() async throws {
-            try await RelayHarness.with(fanOut: false) { relay in
+        @Test func aGracefulShutdownStopsTheRelaysPartsFromTheListenerToThePoolsAndFinishesTheSendInFlight()
+            async throws
+        {
+            try await RelayHarness.with(
+                configureRelay: { $0.operatorPort = ("127.0.0.1", 0, testMetricsRegistry) }, backgroundParts: true,
+                runsParts: false
+            ) { relay in
                 let client = relay.client("circl")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
                 let watcher = try await RawConnection.connect(port: relay.server.port, group: relay.group)
                 _ = try #require(await watcher.hello(tenant: "circl", credential: relay.credentials["circl"]!))
-                let order = CapturedLines()
-                let service = relay.service
-                let server = relay.server
-                // As `serve` lists them: the fan-out before the listener, so the listener stops first and the
-                // fan-out still finishes the send in flight.
-                let group = ServiceGroup(
-                    services: [
-                        RelayPart(
-                            "fan-out worker", work: { await service.runFanOut() }, stop: { order.append("fan-out") }
-                        ),
-                        RelayPart(
-                            "relay listener",
-                            stop: {
-                                await server.shutdown()
-                                order.append("listener")
-                            }
-                        ),
-                    ],
-                    logger: quietLogger
-                )
-                let running = Task { try await group.run() }
+                #expect(relay.relay.operatorServer != nil)
+                // The relay's own parts, as `serve` runs them.
+                let stopped = CapturedLines()
+                let parts = relay.relay.serviceGroup(stopped: { stopped.append($0) })
+                let running = Task { try await parts.run() }
                 relay.simulator.updateFaults { $0.latency = .seconds(3) }
                 let send = Task { try await client.send(circlMessage(to: ["ada"])) }
                 try await waitUntilAPNsHasTheRequest(relay)
-                await group.triggerGracefulShutdown()
+                await parts.triggerGracefulShutdown()
 
                 let goodbye = try #require(await watcher.next())
                 #expect(goodbye.kind == .goodbye)
+                // The listener stopped first, yet the fan-out still finished the send in flight and answered it.
                 #expect(try await send.value.job.delivered == 1)
                 try await running.value
-                #expect(order.all == ["listener", "fan-out"])
+                #expect(
+                    stopped.all == [
+                        "relay listener", "operator HTTP server", "fan-out worker", "metrics sampler", "node heartbeat",
+                        "maintenance", "key-change follower", "APNs pools",
+                    ])
+                #expect(stopped.all == Relay.partOrder.reversed())
                 #expect(relay.server.connectionCount == 0)
                 await watcher.close()
             }

@@ -19,7 +19,7 @@ struct CallDeadlineTests {
                 try await store.listTenants()
             }
         }
-        guard case .databaseUnavailable(let message) = error else {
+        guard error?.code == .databaseUnavailable, let message = error?.detail else {
             Issue.record("expected databaseUnavailable, got \(String(describing: error))")
             return
         }

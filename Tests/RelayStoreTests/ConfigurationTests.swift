@@ -22,7 +22,7 @@ struct ConfigurationTests {
         #expect {
             try RelayStore.Configuration(databaseURL: url)
         } throws: { error in
-            guard let error = error as? RelayStoreError, case .invalidDatabaseURL = error else { return false }
+            guard (error as? RelayStoreError)?.code == .invalidDatabaseURL else { return false }
             return true
         }
     }

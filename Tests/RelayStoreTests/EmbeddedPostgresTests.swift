@@ -1,3 +1,4 @@
+import EmbeddedPostgres
 import Foundation
 import RelayStore
 import Testing

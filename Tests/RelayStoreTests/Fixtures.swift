@@ -1,3 +1,4 @@
+import EmbeddedPostgres
 import Foundation
 import Logging
 import PostgresNIO

@@ -228,8 +228,8 @@ struct JobTests {
             do {
                 _ = try await store.createJob(tenant: "nobody", notificationType: "x", idempotencyKey: nil, request: [])
                 Issue.record("an unknown tenant was accepted")
-            } catch RelayStoreError.unknownTenant(let id) {
-                #expect(id == "nobody")
+            } catch let error as RelayStoreError where error.code == .unknownTenant {
+                #expect(error.detail == "nobody")
             }
             await #expect(throws: RelayStoreError.self) {
                 try await store.createJob(tenant: "circl", notificationType: "", idempotencyKey: nil, request: [])
@@ -241,17 +241,17 @@ struct JobTests {
                 try await store.updateJob(
                     tenant: "circl", id: job.id, state: .running, devices: -1, delivered: 0, failed: 0, skipped: 0)
                 Issue.record("a negative count was accepted")
-            } catch RelayStoreError.invalidArgument(let message) {
-                #expect(message.contains("devices"))
+            } catch let error as RelayStoreError where error.code == .invalidArgument {
+                #expect(error.detail.contains("devices"))
             }
             for id in [UUID().uuidString, "garbage"] {
                 do {
                     try await store.updateJob(
                         tenant: "circl", id: id, state: .running, devices: 0, delivered: 0, failed: 0, skipped: 0)
                     Issue.record("an unknown job was updated")
-                } catch RelayStoreError.unknownJob(let tenant, let unknown) {
-                    #expect(tenant == "circl")
-                    #expect(unknown == id)
+                } catch let error as RelayStoreError where error.code == .unknownJob {
+                    #expect(error.description.contains("\"circl\""))
+                    #expect(error.detail == id)
                 }
             }
         }

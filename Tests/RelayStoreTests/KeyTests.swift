@@ -135,12 +135,12 @@ struct KeyTests {
             let error = await storeError {
                 _ = try await store.loadSigningKeys(tenant: "argus", masterKey: .generate())
             }
-            guard case .wrongMasterKey(let tenant, let keyID) = error else {
+            guard let error, error.code == .wrongMasterKey else {
                 Issue.record("expected wrongMasterKey, got \(String(describing: error))")
                 return
             }
-            #expect(tenant == "argus" && keyID == "KEY0000001")
-            #expect(error?.description.contains("wrong master key?") == true)
+            #expect(error.description.contains("tenant argus") && error.detail == "KEY0000001")
+            #expect(error.description.contains("wrong master key?"))
         }
     }
 
@@ -150,7 +150,7 @@ struct KeyTests {
         do {
             _ = try MasterKey.load(file: nil, environment: [:])
         } catch {
-            guard case .missingMasterKey = error else {
+            guard error.code == .missingMasterKey else {
                 Issue.record("expected missingMasterKey, got \(error)")
                 return
             }
@@ -159,7 +159,7 @@ struct KeyTests {
             _ = try MasterKey(text: "c2hvcnQ=")
             Issue.record("a 5-byte key was accepted")
         } catch {
-            guard case .invalidMasterKey = error else {
+            guard error.code == .invalidMasterKey else {
                 Issue.record("expected invalidMasterKey, got \(error)")
                 return
             }
@@ -196,7 +196,7 @@ struct KeyTests {
                     try await store.addSigningKey(
                         tenant: "circl", p8PEM: text, keyID: "ABCDE12345", teamID: "TEAM123456", masterKey: master)
                 }
-                guard case .invalidSigningKey = error else {
+                guard let error, error.code == .invalidSigningKey else {
                     Issue.record("expected invalidSigningKey, got \(String(describing: error))")
                     continue
                 }
@@ -205,7 +205,7 @@ struct KeyTests {
                 try await store.addSigningKey(
                     tenant: "circl", p8PEM: pem, keyID: "short", teamID: "TEAM123456", masterKey: master)
             }
-            guard case .invalidSigningKey = badID else {
+            guard badID?.code == .invalidSigningKey else {
                 Issue.record("expected invalidSigningKey, got \(String(describing: badID))")
                 return
             }
@@ -223,7 +223,7 @@ struct KeyTests {
                     tenant: "circl", p8PEM: makeP8().pem, keyID: "ABCDE12345", teamID: "TEAM123456",
                     masterKey: master)
             }
-            guard case .duplicateSigningKey = duplicate else {
+            guard duplicate?.code == .duplicateSigningKey else {
                 Issue.record("expected duplicateSigningKey, got \(String(describing: duplicate))")
                 return
             }
@@ -245,7 +245,7 @@ struct KeyTests {
                     tenant: "familyportal", oldKeyID: "NOSUCHKEY1", p8PEM: newPEM, keyID: "NEWKEY0001",
                     teamID: "TEAM000001", masterKey: master)
             }
-            guard case .unknownSigningKey = unknownOld else {
+            guard unknownOld?.code == .unknownSigningKey else {
                 Issue.record("expected unknownSigningKey, got \(String(describing: unknownOld))")
                 return
             }
@@ -273,7 +273,7 @@ struct KeyTests {
             let again = await storeError {
                 try await store.removeSigningKey(tenant: "familyportal", keyID: "OLDKEY0001")
             }
-            guard case .unknownSigningKey = again else {
+            guard again?.code == .unknownSigningKey else {
                 Issue.record("expected unknownSigningKey, got \(String(describing: again))")
                 return
             }
@@ -294,11 +294,11 @@ struct KeyTests {
                 { try await store.retireSigningKey(tenant: "anky", keyID: "ABCDE12345") },
             ] as [@Sendable () async throws -> Void] {
                 let error = await storeError(operation)
-                guard case .unknownSigningKey(let tenant, _) = error else {
+                guard let error, error.code == .unknownSigningKey else {
                     Issue.record("expected unknownSigningKey, got \(String(describing: error))")
                     continue
                 }
-                #expect(tenant == "anky")
+                #expect(error.description.contains("\"anky\""))
             }
             #expect(try await store.listSigningKeys(tenant: "circl").map(\.status) == [.active])
             let unknownTenant = await storeError { _ = try await store.listSigningKeys(tenant: "nobody") }
@@ -312,11 +312,11 @@ struct KeyTests {
                 WHERE tenant_id = 'circl'
                 """)
             let moved = await storeError { _ = try await store.loadSigningKeys(tenant: "anky", masterKey: master) }
-            guard case .wrongMasterKey(let tenant, _) = moved else {
+            guard moved?.code == .wrongMasterKey else {
                 Issue.record("expected wrongMasterKey, got \(String(describing: moved))")
                 return
             }
-            #expect(tenant == "anky")
+            #expect(moved?.description.contains("tenant anky") == true)
         }
     }
 

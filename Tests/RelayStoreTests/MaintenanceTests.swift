@@ -114,8 +114,8 @@ struct MaintenanceTests {
                 do {
                     try await store.maintain(retentionDays: days)
                     Issue.record("retention \(days) was accepted")
-                } catch RelayStoreError.invalidArgument(let message) {
-                    #expect(message.contains("retention"))
+                } catch let error as RelayStoreError where error.code == .invalidArgument {
+                    #expect(error.detail.contains("retention"))
                 }
             }
         }

@@ -1,4 +1,5 @@
 import Foundation
+import LoadTest
 import RelayStore
 import Testing
 

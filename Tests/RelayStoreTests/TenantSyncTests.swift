@@ -1,3 +1,4 @@
+import EmbeddedPostgres
 import Foundation
 import NIOCore
 import RelayStore
@@ -106,13 +107,19 @@ struct TenantSyncTests {
             await #expect {
                 try await store.setTenantEnabled(id: "nobody", enabled: false)
             } throws: { error in
-                guard case .unknownTenant("nobody") = error as? RelayStoreError else { return false }
+                guard let error = error as? RelayStoreError, error.code == .unknownTenant, error.detail == "nobody"
+                else {
+                    return false
+                }
                 return true
             }
             await #expect {
                 try await store.syncTenants(tenants + [tenants[0]])
             } throws: { error in
-                guard case .duplicateTenant("anky") = error as? RelayStoreError else { return false }
+                guard let error = error as? RelayStoreError, error.code == .duplicateTenant, error.detail == "anky"
+                else {
+                    return false
+                }
                 return true
             }
             let stored = try await store.listTenants()

@@ -36,8 +36,8 @@ struct UserPolicyTests {
             do {
                 try await store.setPreferences(tenant: "nobody", user: "u1", ["message": false])
                 Issue.record("an unknown tenant was accepted")
-            } catch RelayStoreError.unknownTenant(let id) {
-                #expect(id == "nobody")
+            } catch let error as RelayStoreError where error.code == .unknownTenant {
+                #expect(error.detail == "nobody")
             }
             await #expect(throws: RelayStoreError.self) {
                 try await store.setPreferences(tenant: "circl", user: "", ["message": false])
@@ -95,8 +95,8 @@ struct UserPolicyTests {
                 do {
                     try await store.setMute(tenant: "circl", user: "u1", threadID: thread, scope: scope)
                     Issue.record("a mute with thread \(String(describing: thread)), scope \(String(describing: scope))")
-                } catch RelayStoreError.invalidArgument(let message) {
-                    #expect(message.contains("thread"))
+                } catch let error as RelayStoreError where error.code == .invalidArgument {
+                    #expect(error.detail.contains("thread"))
                 }
                 await #expect(throws: RelayStoreError.self) {
                     try await store.clearMute(tenant: "circl", user: "u1", threadID: thread, scope: scope)
@@ -108,8 +108,8 @@ struct UserPolicyTests {
             do {
                 try await store.setMute(tenant: "nobody", user: "u1", threadID: "t", scope: nil)
                 Issue.record("an unknown tenant was accepted")
-            } catch RelayStoreError.unknownTenant(let id) {
-                #expect(id == "nobody")
+            } catch let error as RelayStoreError where error.code == .unknownTenant {
+                #expect(error.detail == "nobody")
             }
             #expect(try await store.mutes(tenant: "circl", user: "u1").isEmpty)
         }
@@ -150,8 +150,8 @@ struct UserPolicyTests {
             do {
                 try await store.setPresence(tenant: "nobody", user: "u1", threadID: "t", until: instant(10))
                 Issue.record("an unknown tenant was accepted")
-            } catch RelayStoreError.unknownTenant(let id) {
-                #expect(id == "nobody")
+            } catch let error as RelayStoreError where error.code == .unknownTenant {
+                #expect(error.detail == "nobody")
             }
         }
     }

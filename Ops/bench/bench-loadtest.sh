@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Ops/bench/bench-loadtest.sh: THE benchmark of the relay, in one run (not a test: it judges nothing, it measures).
+#
+#   bash Ops/bench/bench-loadtest.sh
+#
+# Builds pushrelay in release mode and runs `pushrelay loadtest`: 1,000 idle connections, 2,000 single sends,
+# 400 group sends, the engine alone (`pushrelay apns push` against the same APNs simulator) as the baseline,
+# then the scaling steps: fan-outs of 10,000, 100,000 and 1,000,000 devices, each to a whole topic of
+# its own tenant (the 10,000 one, a fraction of a second, five times: its figures are the run of median time,
+# and every run's share is printed), everything on this machine (relay, simulator, PostgreSQL, load generator). Prints the
+# report, then the figures against the targets of issue 6 and the ratios between the steps. The report is
+# written to Ops/results/ (loadtest-report.json, .txt, .svg: meant to be committed).
+#
+# Environment:
+#   LOADTEST_FANOUTS=10000,100000,1000000   fan-out sizes
+#   LOADTEST_ARGS="..."                     more `pushrelay loadtest` options (see --help)
+#   PUSHRELAY_BIN                           use this binary instead of building one
+#   LOADTEST_RESULTS=Ops/results            where the report goes
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+if [ -d /opt/swift/usr/bin ]; then export PATH="/opt/swift/usr/bin:$PATH"; fi
+RESULTS="${LOADTEST_RESULTS:-$ROOT/Ops/results}"
+FANOUTS="${LOADTEST_FANOUTS:-10000,100000,1000000}"
+if [ -z "${PUSHRELAY_BIN:-}" ]; then
+    echo "bench-loadtest: building pushrelay (release)"
+    swift build -c release --product pushrelay
+    PUSHRELAY_BIN="$(swift build -c release --show-bin-path)/pushrelay"
+fi
+mkdir -p "$RESULTS"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git status --porcelain -- Sources Package.swift 2>/dev/null)" ]; then commit="$commit+uncommitted"; fi
+# shellcheck disable=SC2086 # LOADTEST_ARGS is a list of options
+"$PUSHRELAY_BIN" loadtest --fan-outs "$FANOUTS" --output "$RESULTS" ${LOADTEST_ARGS:-}
+python3 - "$RESULTS/loadtest-report.json" "$commit" <<'PY' | tee "$RESULTS/loadtest-targets.txt"
+import json, sys
+
+report = json.load(open(sys.argv[1]))
+print(f"\n# figures against issue 6's targets (commit {sys.argv[2]}, {report['date']}, {report['machine']})")
+engine = (report.get("engine_baseline") or {}).get("notifications_per_second", 0)
+fan_outs = report["fan_outs"]
+def line(name, value, target, met):
+    print(f"{name:<52} {value:<28} target {target:<18} {'met' if met else 'NOT met'}")
+if fan_outs:
+    best = max(fan_outs, key=lambda f: f["notifications_per_second"])
+    largest = fan_outs[-1]
+    for f in fan_outs:
+        line(f"fan-out {f['size']:,}: notifications/s end to end", f"{f['notifications_per_second']:,.0f}/s",
+             ">= 25,000/s", f["notifications_per_second"] >= 25000)
+        if engine:
+            runs = f.get("runs") or []
+            line(f"fan-out {f['size']:,}: share of the engine alone ({engine:,.0f}/s)"
+                 + (f", median of {len(runs)} runs" if runs else ""),
+                 f"{100 * f['notifications_per_second'] / engine:.1f}%", ">= 50%",
+                 f["notifications_per_second"] >= engine / 2)
+            if runs:
+                shares = [100 * run["notifications_per_second"] / engine for run in runs]
+                print(f"{'':<4}its runs: {', '.join(f'{share:.1f}%' for share in shares)} "
+                      f"({sum(share >= 50 for share in shares)} of {len(runs)} at 50% or more)")
+    for previous, f in zip(fan_outs, fan_outs[1:]):
+        ratio = f["seconds"] / previous["seconds"]
+        size_ratio = f["size"] / previous["size"]
+        line(f"time {f['size']:,} / time {previous['size']:,} (sizes x{size_ratio:.0f})", f"{ratio:.2f}",
+             f"<= {1.2 * size_ratio:.0f}", ratio <= 1.2 * size_ratio)
+    line(f"relay peak RSS in the {largest['size']:,} fan-out", f"{largest['relay_peak_rss_mi_b']:.1f} MiB",
+         "<= 300 MB", largest["relay_peak_rss_mi_b"] * 1.048576 <= 300)
+    for f in fan_outs:
+        print(f"{'':<4}fan-out {f['size']:,}: relay CPU {f['relay_cpu_seconds_per100k']:.2f} s/100k, "
+              f"PostgreSQL {f['postgres_rows_per_second']:,.0f} rows/s ({f['delivery_rows_per_second']:,.0f} "
+              f"delivery rows/s)")
+singles = report.get("singles")
+if singles:
+    line("single send p99 to the ack", f"{singles['ack_milliseconds']['p99']:.2f} ms", "<= 10 ms",
+         singles["ack_milliseconds"]["p99"] <= 10)
+    line("single send p99 to the APNs answer", f"{singles['apns_milliseconds']['p99']:.2f} ms", "<= 25 ms",
+         singles["apns_milliseconds"]["p99"] <= 25)
+idle = report.get("idle_connections")
+if idle:
+    line(f"{idle['count']:,} idle connections: relay memory each", f"{idle['kib_per_connection']:.1f} KiB",
+         "<= 64 KiB", idle["kib_per_connection"] <= 64)
+accounting = report["accounting"]
+print(f"accounting: {accounting['accepted']:,} accepted, {accounting['recorded']:,} recorded, "
+      f"{'consistent' if not accounting['problems'] and accounting['accepted'] == accounting['recorded'] else 'INCONSISTENT'}")
+PY
+echo "bench-loadtest: report in ${RESULTS#"$ROOT"/}/loadtest-report.{json,txt,svg}, targets in loadtest-targets.txt"

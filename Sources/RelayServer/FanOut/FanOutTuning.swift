@@ -1,0 +1,46 @@
+/// The sizes and timings of one process's fan-out: pages, sends in flight, batches, loops and leases.
+///
+/// One value handed to the ``FanOutWorker`` and from it to its planners and page senders, so that every number
+/// that shapes a fan-out is read in one place and a test can run the same code with small pages.
+public struct FanOutTuning: Sendable {
+    /// Devices of a job's first page: small, so that its planner statement and policy reads are short and the
+    /// first sends start soon after the job is accepted, while the next pages are planned.
+    public var openingPageSize = 250
+    /// Devices per page of a job's next pages up to page ``pageLoops``: a mid-sized job spreads over every page
+    /// loop at once.
+    public var firstPageSize = 2_000
+    /// Devices per page after those: each page costs a few statements (claim, devices, policy, completion), so
+    /// the pages of a large job are larger.
+    public var laterPageSize = 4_000
+    /// Sends of one page in flight at once.
+    public var sendsInFlightPerPage = 384
+    /// Answers a page hands to the delivery writer at once while it is sent; also the bound on the answers a
+    /// process that dies may leave sent but unrecorded per page, twice over (one batch written, one pending).
+    public var recordBatch = 250
+    /// Answers a sending page waits for before it takes them (all of them when fewer are in flight): each take
+    /// wakes the page's task and hands the sends it starts to the pools' event loops, so taking them one at a
+    /// time would cost two thread hops per notification.
+    public var answerBatch = 96
+    /// Pages one process sends at once.
+    public var pageLoops = 8
+    /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
+    public var planLoops = 4
+    /// How long a page or a planning lease lasts without renewal.
+    public var lease: Duration = .seconds(30)
+    /// Attempts at a page before it is given up: its devices without an outcome are recorded `failed`
+    /// (`relay_error`) and the page is done, so that its job finishes. A page that fails for a reason retrying
+    /// cannot fix (its send plan cannot be built) is given up at once.
+    public var maximumPageAttempts = 5
+    /// How often an idle loop looks for work when nothing wakes it.
+    public var idlePoll: Duration = .milliseconds(250)
+    /// Send plans a process keeps before its cache starts again.
+    public var planCacheSize = 256
+
+    /// The relay's tuning.
+    public static let standard = FanOutTuning()
+
+    /// The number of devices of page `page` (from 1) of a job.
+    public func pageSize(page: Int) -> Int {
+        page == 1 ? openingPageSize : page <= pageLoops ? firstPageSize : laterPageSize
+    }
+}

@@ -1,0 +1,169 @@
+import APNs
+import Foundation
+import PushRelayProtocol
+import RelayStore
+
+extension PageSender {
+    /// Sends to `devices`, at most ``FanOutTuning/sendsInFlightPerPage`` at once and paced to the tenant's rate,
+    /// handing the answers to the delivery writer every ``FanOutTuning/recordBatch``: sending goes on while they
+    /// are written, but the page waits for a batch's write before it hands in the next one. Returns the last
+    /// answers' rows (fewer than a batch), counted and not written: the page's completion writes them.
+    ///
+    /// No task or future per notification: the requests started in one pass are handed to their pool together
+    /// (``PassBatches``), whose event loop drops their answers into an ``AnswerInbox``, and this task takes the
+    /// answers in batches (whatever came while it was recording or pacing).
+    func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws -> [DeliveryRecord] {
+        let rate = tenant.rateLimits.notificationsPerSecond
+        let (inFlightLimit, recordBatch) = (tuning.sendsInFlightPerPage, tuning.recordBatch)
+        let inbox = AnswerInbox()
+        var pools = PageSender.Pools(tenant: page.tenantID, registry: self.pools)
+        var passes = PassBatches(inbox: inbox)
+        // The sends in flight, by position in `devices`: no record is built before the answer comes.
+        var started = [StartedSend?](repeating: nil, count: devices.count)
+        var inFlight = 0
+        var pending: [DeliveryRecord] = []
+        var writing: Task<Void, any Error>?
+        var latencies: [Duration] = []
+        // Sends the pacer allowed and not started yet: it is asked once per burst, not once per send.
+        var allowed = 0
+        var next = devices.startIndex
+        while true {
+            // A paced page starts its sends slowly: it stops starting them to record once a batch of answers
+            // waits, so that the answers left unrecorded stay within the crash bound.
+            while inFlight < inFlightLimit, next < devices.endIndex, !lost(),
+                pending.count + inbox.waiting < recordBatch
+            {
+                if allowed == 0 {
+                    let room = min(
+                        inFlightLimit - inFlight, devices.endIndex - next, recordBatch - pending.count - inbox.waiting)
+                    allowed = await pacer.acquire(
+                        tenant: page.tenantID, rate: rate, upTo: room, beforeWaiting: { passes.submit() })
+                }
+                allowed -= 1
+                let index = next
+                next += 1
+                let device = devices[index]
+                let startedAt = passes.startTime()
+                switch await pools.pool(for: device.environment, allowed: plan.environments, passes: &passes) {
+                case .success(let pool):
+                    let notification = APNsNotification(
+                        deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType,
+                        priority: plan.priority, expiration: plan.expiration(now: startedAt.date),
+                        collapseID: plan.collapseID, payload: plan.payload
+                    )
+                    started[index] = StartedSend(sentAt: startedAt.date, at: startedAt.instant)
+                    inFlight += 1
+                    passes.append(index, notification, to: pool, environment: device.environment)
+                case .failure(let refusal):
+                    var record = unanswered(device, sentAt: startedAt.date, outcome: refusal.outcome)
+                    record.reason = refusal.reason
+                    record.answeredAt = refusal.outcome == .configurationFault ? startedAt.date : Date()
+                    pending.append(record)
+                }
+            }
+            passes.submit()
+            if inFlight == 0 && pending.count < recordBatch { break }
+            if inFlight > 0 {
+                let answers = await inbox.take(atLeast: min(tuning.answerBatch, inFlight))
+                let answeredAt = Date()
+                for answer in answers {
+                    guard let send = started[answer.index] else { continue }
+                    started[answer.index] = nil
+                    inFlight -= 1
+                    pending.append(
+                        await finish(
+                            devices[answer.index], send: send, answer: answer, answeredAt: answeredAt,
+                            latencies: &latencies))
+                }
+            }
+            if pending.count >= recordBatch {
+                try await writing?.value
+                writing = record(pending, latencies: latencies, counts: &counts)
+                pending.removeAll(keepingCapacity: true)
+                latencies.removeAll(keepingCapacity: true)
+            }
+        }
+        try await writing?.value
+        tally(pending, latencies: latencies, counts: &counts)
+        return pending
+    }
+
+    /// Hands a batch of rows to the writer and returns its write; counts the batch's outcomes (a page whose
+    /// write fails fails as a whole) and notes its latencies.
+    private func record(
+        _ rows: [DeliveryRecord], latencies: [Duration], counts: inout JobPageCounts
+    ) -> Task<Void, any Error> {
+        tally(rows, latencies: latencies, counts: &counts)
+        let writer = writer
+        return Task { try await writer.record(rows) }
+    }
+
+    /// Counts a batch of rows' outcomes into `counts` and notes their APNs latencies.
+    private func tally(_ rows: [DeliveryRecord], latencies: [Duration], counts: inout JobPageCounts) {
+        RelayMetrics.apnsLatencies(latencies)
+        for index in rows.indices { count(rows[index].outcome, into: &counts) }
+    }
+
+    /// The row of a send to `device` at `sentAt` before any answer.
+    private func unanswered(_ device: DeviceTarget, sentAt: Date, outcome: DeliveryOutcome) -> DeliveryRecord {
+        DeliveryRecord(
+            tenantID: page.tenantID, jobID: page.jobID, userID: device.userID, token: device.token, outcome: outcome,
+            attempt: 1, sentAt: sentAt, notificationType: plan.notificationType
+        )
+    }
+
+    /// The row of one send answered before `answeredAt` (when this task took it); a dead token is deactivated and
+    /// announced, a delivery announced to receipt subscribers.
+    private func finish(
+        _ device: DeviceTarget, send: StartedSend, answer: Answer, answeredAt: Date, latencies: inout [Duration]
+    ) async -> DeliveryRecord {
+        var record = unanswered(device, sentAt: send.sentAt, outcome: .configurationFault)
+        record.answeredAt = answeredAt
+        switch answer.result {
+        case .success(let report):
+            latencies.append(answer.at - send.at)
+            record.outcome = DeliveryOutcome(report.outcome)
+            record.apnsID = report.response?.apnsID
+            record.reason = report.response?.reason?.rawValue ?? report.failure.map { "\($0)" }
+            record.attempt = max(report.attempts, 1)
+            record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(record.sentAt) * 1000)
+            if report.outcome == .tokenDead {
+                let timestamp = report.response?.timestampMilliseconds.map(Date.init(unixMilliseconds:)) ?? answeredAt
+                if await !tokenDied(device, reason: record.reason ?? "", at: timestamp) {
+                    // Apple's rule: a token registered after the time APNs says it stopped being valid stays in
+                    // use. The device is kept, so the outcome is a failed attempt, not a dead token.
+                    record.outcome = .retryLater
+                    record.reason = (record.reason ?? "") + " (kept: registered after its timestamp)"
+                }
+            } else if report.outcome == .delivered, results.hasSubscribers(tenant: page.tenantID, receipts: true) {
+                var event = Pushrelay_V1_ResultEvent()
+                event.receipt = Pushrelay_V1_Delivery(record)
+                results.publish(event, tenant: page.tenantID)
+            }
+        case .failure(let error):
+            record.outcome = .retryLater
+            record.reason = "\(error)"
+        }
+        return record
+    }
+
+    /// Deactivates a token APNs declared dead at `timestamp` and announces it; returns `false` when every row of
+    /// the token was registered after `timestamp`, so none was deactivated and nothing is announced.
+    private func tokenDied(_ device: DeviceTarget, reason: String, at timestamp: Date) async -> Bool {
+        // A database that does not answer leaves the verdict standing: the token is announced dead.
+        let deactivated =
+            (try? await store.deactivateDevice(tenant: page.tenantID, token: device.token, appleTimestamp: timestamp))
+            ?? 1
+        guard deactivated > 0 else { return false }
+        var dead = Pushrelay_V1_DeadToken()
+        dead.userID = device.userID
+        dead.token = device.token
+        dead.reason = reason
+        dead.invalidatedAtMs = timestamp.unixMilliseconds
+        dead.jobID = page.jobID
+        var event = Pushrelay_V1_ResultEvent()
+        event.deadToken = dead
+        results.publish(event, tenant: page.tenantID)
+        return true
+    }
+}

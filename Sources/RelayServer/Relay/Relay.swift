@@ -1,0 +1,156 @@
+public import Logging
+public import NIOCore
+public import RelayStore
+public import ServiceLifecycle
+
+/// The relay, wired once: the APNs pools, the service, the operator port and the listener, built in their order
+/// by ``start(configuration:store:group:logger:)``, then run as one swift-service-lifecycle `ServiceGroup` of
+/// ``RelayPart``s until a graceful shutdown stops them in the reverse order. `pushrelay serve` runs it; the tests
+/// run the same type.
+public struct Relay: Sendable {
+    /// The names of the parts, in the order they are listed in the service group; a graceful shutdown stops
+    /// them from the last to the first: the listener (GOODBYE, in-flight requests answered), the operator port,
+    /// the fan-out (pages being sent are finished and their delivery rows written), the samplers, the heartbeat
+    /// (its row removed: the other relays take its share of the tenants' rates), then the pools.
+    public static let partOrder = [
+        "APNs pools", "key-change follower", "maintenance", "node heartbeat", "metrics sampler", "fan-out worker",
+        "operator HTTP server", "relay listener",
+    ]
+
+    /// The store every part reads and writes.
+    public let store: RelayStore
+    /// The APNs pools, one per tenant and environment.
+    public let pools: PoolRegistry
+    /// What the relay does for each request, and its fan-out worker.
+    public let service: RelayService
+    /// The wire protocol's listener, accepting from ``start(configuration:store:group:logger:)`` on.
+    public let server: RelayServer
+    /// The operators' HTTP port, when it is configured and could be opened.
+    public let operatorServer: OperatorHTTPServer?
+    private let configuration: Configuration
+    private let logger: Logger
+
+    /// Builds the pools and the service, warms the pools, opens the operator port and the listener: from its
+    /// return, the relay accepts connections. Run its parts with ``run()``.
+    ///
+    /// The operator port is opened when it can be: a port already taken (a second relay on the same host with
+    /// the default) is logged, and the relay runs without it. Relaying matters more than its metrics.
+    public static func start(
+        configuration: Configuration,
+        store: RelayStore,
+        group: any EventLoopGroup,
+        logger: Logger
+    ) async throws -> Relay {
+        let pools = PoolRegistry(
+            store: store, masterKey: configuration.masterKey, target: configuration.target, group: group,
+            logger: logger
+        )
+        let service = RelayService(
+            store: store, pools: pools, limits: configuration.server.limits,
+            requestsPerSecond: configuration.requestsPerSecond, requestBurst: configuration.requestBurst,
+            fanOutTuning: configuration.fanOutTuning, logger: logger
+        )
+        if configuration.warmsPools {
+            let records = try await store.listTenants().filter(\.enabled)
+            await pools.warm(
+                records.flatMap { record in
+                    Set(record.configuration.bundleIDs.values.flatMap(\.environments))
+                        .sorted { $0.rawValue < $1.rawValue }
+                        .map { (tenant: record.id, environment: $0) }
+                }
+            )
+        }
+        var operatorServer: OperatorHTTPServer?
+        if let address = configuration.operatorPort {
+            do {
+                operatorServer = try await OperatorHTTPServer.start(
+                    host: address.host, port: address.port, registry: address.registry,
+                    readiness: { await service.notReadyReason() }, group: group, logger: logger
+                )
+            } catch {
+                logger.error(
+                    "operator HTTP port not opened; running without /metrics, /healthz and /readyz",
+                    metadata: ["address": "\(address.host):\(address.port)", "error": "\(error)"]
+                )
+            }
+        }
+        let server = try await RelayServer.start(
+            configuration: configuration.server, service: service, group: group, logger: logger
+        )
+        return Relay(
+            store: store, pools: pools, service: service, server: server, operatorServer: operatorServer,
+            configuration: configuration, logger: logger
+        )
+    }
+
+    /// Runs the parts until SIGTERM or SIGINT (or the task's cancellation), then stops them in the reverse of
+    /// ``partOrder``.
+    public func run() async throws {
+        try await ServiceGroup(
+            services: parts(stopped: { _ in }), gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
+        ).run()
+    }
+
+    /// The parts as a service group that no signal stops, for a caller that triggers the graceful shutdown
+    /// itself; `stopped` is told the name of each part once it has stopped.
+    public func serviceGroup(stopped: @escaping @Sendable (String) -> Void = { _ in }) -> ServiceGroup {
+        ServiceGroup(services: parts(stopped: stopped), logger: logger)
+    }
+
+    /// The parts that this configuration runs, in ``partOrder``.
+    private func parts(stopped: @escaping @Sendable (String) -> Void) -> [RelayPart] {
+        let (store, pools, service, server, logger) = (store, pools, service, server, logger)
+        let configuration = configuration
+        var parts = [
+            RelayPart("APNs pools", stop: { await pools.shutdown(gracePeriod: configuration.poolShutdownGrace) })
+        ]
+        if configuration.runsBackgroundParts {
+            parts += [
+                RelayPart("key-change follower", work: { await pools.followKeyChanges() }),
+                RelayPart(
+                    "maintenance",
+                    work: {
+                        await Self.maintain(
+                            store, retentionDays: configuration.retentionDays,
+                            every: configuration.maintenanceInterval, logger: logger)
+                    }
+                ),
+                // This process in relay_nodes, by its lease owner name: the relays share each tenant's rate.
+                RelayPart("node heartbeat", work: { await service.runHeartbeat(node: service.worker.owner) }),
+                RelayPart(
+                    "metrics sampler", work: { await service.recordMetrics(every: configuration.metricsInterval) }),
+            ]
+        }
+        if configuration.runsFanOut {
+            parts.append(RelayPart("fan-out worker", work: { await service.runFanOut() }))
+        }
+        if let operatorServer {
+            parts.append(RelayPart("operator HTTP server", stop: { await operatorServer.shutdown() }))
+        }
+        parts.append(
+            RelayPart(
+                "relay listener",
+                stop: {
+                    logger.info("shutting down gracefully")
+                    await server.shutdown()
+                }
+            )
+        )
+        return parts.map { $0.reporting(to: stopped) }
+    }
+
+    /// Runs maintenance every `interval` until the task is cancelled.
+    private static func maintain(_ store: RelayStore, retentionDays: Int, every interval: Duration, logger: Logger)
+        async
+    {
+        while !Task.isCancelled {
+            do {
+                let report = try await store.maintain(retentionDays: retentionDays)
+                logger.info("maintenance done", metadata: ["report": "\(report)"])
+            } catch {
+                logger.warning("maintenance failed", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: interval)
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import APNs
+import Foundation
+import NIOSSL
+import PushRelayProtocol
+public import RelayStore
+
+extension ServeSettings {
+    /// The relay's configuration from these settings, sending to Apple's endpoints (or ``apnsEndpoint`` with
+    /// ``apnsCA``), with the operator port off: the caller opens it with the registry it bootstrapped.
+    ///
+    /// - Throws: ``ServeSettingsError`` for an address that is not host:port, or TLS files that are incomplete or
+    ///   unreadable.
+    public func relayConfiguration(masterKey: MasterKey?) throws(ServeSettingsError) -> Relay.Configuration {
+        var configuration = Relay.Configuration(
+            server: try serverConfiguration(), target: try appleTarget(), masterKey: masterKey)
+        configuration.requestsPerSecond = requestsPerSecond
+        configuration.requestBurst = requestBurst
+        configuration.retentionDays = retentionDays
+        return configuration
+    }
+
+    /// The operator port's host and port, or `nil` when ``metricsListen`` is `""`.
+    public func operatorAddress() throws(ServeSettingsError) -> (host: String, port: Int)? {
+        guard !metricsListen.isEmpty else { return nil }
+        guard let address = Self.hostAndPort(metricsListen) else {
+            throw ServeSettingsError("metrics listen must be host:port or \"\", not \(metricsListen)")
+        }
+        return address
+    }
+
+    /// The master key from ``masterKeyFile`` or `PUSHRELAY_MASTER_KEY`; `nil` when neither gives one.
+    public func masterKey() throws(ServeSettingsError) -> MasterKey? {
+        do {
+            return try MasterKey.load(file: masterKeyFile)
+        } catch {
+            if error.code == .missingMasterKey { return nil }
+            throw ServeSettingsError(error.description)
+        }
+    }
+
+    /// Apple's endpoints, or ``apnsEndpoint`` trusting ``apnsCA``.
+    private func appleTarget() throws(ServeSettingsError) -> APNsTarget {
+        var target = APNsTarget(connectionsPerPool: connectionsPerPool)
+        if let apnsEndpoint {
+            guard let endpoint = APNsEndpoint(parsing: apnsEndpoint) else {
+                throw ServeSettingsError("apns endpoint must be host:port, not \(apnsEndpoint)")
+            }
+            target.endpointOverride = endpoint
+            target.caFile = apnsCA
+        }
+        return target
+    }
+
+    /// The listener's configuration: address, limits, timeouts and TLS.
+    private func serverConfiguration() throws(ServeSettingsError) -> RelayServerConfiguration {
+        guard let endpoint = Self.hostAndPort(listen) else {
+            throw ServeSettingsError("listen must be host:port, not \(listen)")
+        }
+        var configuration = RelayServerConfiguration(
+            host: endpoint.host, port: endpoint.port,
+            limits: ProtocolLimits(
+                maxFrameBytes: maxFrameBytes, maxDecompressedBytes: maxDecompressedBytes, maxInFlight: maxInFlight,
+                maxRecipients: maxRecipients
+            ),
+            idleTimeout: idleTimeout == 0 ? nil : .seconds(idleTimeout),
+            writeStallTimeout: .seconds(max(1, writeStallTimeout))
+        )
+        switch (tlsCert, tlsKey) {
+        case (nil, nil):
+            guard tlsClientCA == nil else { throw ServeSettingsError("tls client ca needs tls cert and tls key") }
+        case (let cert?, let key?):
+            do {
+                var tls = TLSConfiguration.makeServerConfiguration(
+                    certificateChain: try NIOSSLCertificate.fromPEMFile(cert).map { .certificate($0) },
+                    privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem))
+                )
+                if let tlsClientCA {
+                    tls.certificateVerification = .noHostnameVerification
+                    tls.trustRoots = .file(tlsClientCA)
+                }
+                configuration.tls = tls
+            } catch {
+                throw ServeSettingsError("tls cert or key unreadable: \(error)")
+            }
+        default:
+            throw ServeSettingsError("give both tls cert and tls key")
+        }
+        return configuration
+    }
+
+    /// `text` as host and port (`host:port`, the port 0–65535), or `nil`.
+    static func hostAndPort(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex,
+            let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
+        else { return nil }
+        return (String(text[..<colon]), port)
+    }
+}

@@ -1,0 +1,108 @@
+public import APNs
+public import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// The outcome class of one delivery attempt, as stored in `deliveries.outcome`.
+public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
+    /// APNs accepted the notification (200).
+    case delivered
+    /// APNs declared the token dead (410 Unregistered, or BadDeviceToken).
+    case tokenDead = "token_dead"
+    /// A transient failure (429, 5xx, timeout): another attempt follows or the job gave up.
+    case retryLater = "retry_later"
+    /// The tenant's configuration is wrong (bad topic, key or certificate).
+    case configurationFault = "configuration_fault"
+    /// Not sent at all (preferences, mutes, quiet hours, inactive token).
+    case skipped
+}
+
+extension DeliveryOutcome {
+    /// The delivery outcome recorded for an engine outcome class.
+    public init(_ outcome: APNsOutcomeClass) {
+        switch outcome {
+        case .delivered: self = .delivered
+        case .tokenDead: self = .tokenDead
+        case .retryLater: self = .retryLater
+        case .configurationFault: self = .configurationFault
+        }
+    }
+}
+
+/// One delivery attempt: a row of the `deliveries` table.
+///
+/// Empty strings in ``userID``, ``apnsID`` and ``reason`` are stored as `NULL`, and a negative
+/// ``latencyMilliseconds`` as no latency.
+public struct DeliveryRecord: Sendable, Hashable {
+    /// The tenant the notification was sent for.
+    public var tenantID: String
+    /// The job (one backend request, possibly a fan-out) the attempt belongs to.
+    public var jobID: String
+    /// The user the device belongs to, when known.
+    public var userID: String?
+    /// The device token, hex; stored lower-cased.
+    public var token: String
+    /// The `apns-id` of the request.
+    public var apnsID: String?
+    /// The attempt's outcome class.
+    public var outcome: DeliveryOutcome
+    /// APNs' reason (`Unregistered`, `TopicDisallowed`) or the relay's reason for skipping.
+    public var reason: String?
+    /// The attempt's number, from 1 (0 for a notification skipped before any attempt).
+    public var attempt: Int
+    /// When the request was sent; the table is partitioned by this (UTC days).
+    public var sentAt: Date
+    /// When APNs answered, if it did.
+    public var answeredAt: Date?
+    /// The time from sending to APNs' answer, in milliseconds.
+    public var latencyMilliseconds: Int?
+    /// The notification type of the job (counted by per-user frequency caps).
+    public var notificationType: String?
+
+    /// Creates a record.
+    public init(
+        tenantID: String,
+        jobID: String,
+        userID: String? = nil,
+        token: String,
+        apnsID: String? = nil,
+        outcome: DeliveryOutcome,
+        reason: String? = nil,
+        attempt: Int = 1,
+        sentAt: Date,
+        answeredAt: Date? = nil,
+        latencyMilliseconds: Int? = nil,
+        notificationType: String? = nil
+    ) {
+        self.tenantID = tenantID
+        self.jobID = jobID
+        self.userID = userID
+        self.token = token
+        self.apnsID = apnsID
+        self.outcome = outcome
+        self.reason = reason
+        self.attempt = attempt
+        self.sentAt = sentAt
+        self.answeredAt = answeredAt
+        self.latencyMilliseconds = latencyMilliseconds
+        self.notificationType = notificationType
+    }
+}
+
+/// What ``RelayStore/recordDeliveries(_:batchSize:)`` did.
+public struct DeliveryWriteReport: Sendable, Hashable {
+    /// The rows written.
+    public var rows: Int
+    /// The SQL statements (round trips) it ran: one per batch, plus two for a batch that needed a new partition.
+    public var statements: Int
+    /// The partitions it had to create because a row fell outside every existing one.
+    public var createdPartitions: [String]
+
+    /// Creates a report.
+    public init(rows: Int = 0, statements: Int = 0, createdPartitions: [String] = []) {
+        self.rows = rows
+        self.statements = statements
+        self.createdPartitions = createdPartitions
+    }
+}

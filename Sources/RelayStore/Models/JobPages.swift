@@ -1,0 +1,126 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// A page of a job's fan-out: up to a few hundred devices due at one time, leased by one relay process.
+public struct JobPage: Sendable, Hashable {
+    /// The job the page belongs to.
+    public var jobID: String
+    /// The page's number within the job (0 is the planner's own summary row).
+    public var page: Int
+    /// The tenant of the job.
+    public var tenantID: String
+    /// When the page may be sent.
+    public var dueAt: Date
+    /// The devices' tokens (empty for a topic range page).
+    public var tokens: [String]
+    /// The devices' users, one per token (empty for a topic range page).
+    public var users: [String]
+    /// For a topic page due at one time, the run of the topic's devices it sends to, resolved when it is sent;
+    /// `nil` for a page of listed devices (`tokens` and `users`).
+    public var topicRange: TopicRange?
+    /// How many times the page has been claimed; more than 1 means a process lost it (crash or stall).
+    public var claims: Int
+}
+
+/// A run of a topic's devices in token order: the active devices subscribed to `topic` whose token (as stored)
+/// comes after `after` and is at most `last`. A page sends to the devices in its range when it is sent, so a
+/// device registered into the range after planning gets the notification and one unregistered does not
+/// (unless its planner leased it to its own process at once, with the devices it read: see
+/// ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:leasedTo:lease:)``).
+public struct TopicRange: Sendable, Hashable {
+    /// The subscription topic.
+    public var topic: String
+    /// The token before the range (excluded); empty for the topic's first page.
+    public var after: String
+    /// The range's last token (included).
+    public var last: String
+
+    /// The range of `topic`'s devices after `after` up to `last`.
+    public init(topic: String, after: String, last: String) {
+        self.topic = topic
+        self.after = after
+        self.last = last
+    }
+}
+
+/// What ``RelayStore/addTopicJobPage(jobID:tenant:page:dueAt:topic:after:limit:excludedUsers:leasedTo:lease:)``
+/// wrote.
+public struct TopicPageWrite: Sendable {
+    /// The page's last token: the next page's `after`.
+    public var lastToken: String
+    /// The devices read; fewer than the limit when the topic is done (unless the page stood: see `stood`).
+    public var devicesRead: Int
+    /// Whether the page was written before (by a planner that this one took over from) and stands: `lastToken`
+    /// is its stored last token, and the devices read from `after` say nothing of where the topic ends.
+    public var stood: Bool
+    /// The devices counted in the page (those of excluded users left out); no page was written when 0.
+    public var pageDevices: Int
+    /// The page as leased to its owner, with its devices as read, when the page is new and was leased at once
+    /// (`nil` otherwise; a page written before may have another range).
+    public var leased: (page: JobPage, devices: [DeviceTarget])?
+    /// The devices of the page as read, when the page is new, was not leased, and they were asked for
+    /// (`withDevices`): the planning process keeps them for the loop of its own that claims the page.
+    public var pendingDevices: [DeviceTarget]?
+}
+
+/// The recipients a page of listed devices is written for: users (their active devices) or device tokens.
+public enum ListedRecipients: Sendable, Hashable {
+    /// The active devices of these users.
+    case users([String])
+    /// The active devices holding these tokens (hex, either case; strings that are not tokens match nothing).
+    case tokens([String])
+}
+
+/// The pages of listed devices an earlier planner wrote for a job (``RelayStore/listedPagesWritten(jobID:)``): a
+/// planner that takes the job over goes on after them, to the devices they do not hold.
+public struct ListedPagesWritten: Sendable, Hashable {
+    /// The highest page number written.
+    public var lastPage: Int
+    /// The tokens the pages hold.
+    public var tokens: Set<String>
+}
+
+/// What ``RelayStore/addListedJobPage(jobID:tenant:page:dueAt:recipients:excludedUsers:leasedTo:lease:)`` read
+/// and wrote.
+public struct ListedPageWrite: Sendable {
+    /// The page's devices as read, by token (no page was written when there are none).
+    public var devices: [DeviceTarget]
+    /// The page as leased to its owner, when this call wrote it leased (`nil` otherwise).
+    public var leased: JobPage?
+}
+
+/// The counts a finished page adds to its job.
+public struct JobPageCounts: Sendable, Hashable {
+    /// Devices sent to.
+    public var devices: Int
+    /// Devices APNs accepted the notification for.
+    public var delivered: Int
+    /// Devices whose attempt failed (rejected, dead token, gave up).
+    public var failed: Int
+    /// Recipients skipped by policy or without a device.
+    public var skipped: Int
+    /// Devices moved to a later page (quiet hours).
+    public var deferred: Int
+
+    /// Counts with the given values.
+    public init(devices: Int = 0, delivered: Int = 0, failed: Int = 0, skipped: Int = 0, deferred: Int = 0) {
+        self.devices = devices
+        self.delivered = delivered
+        self.failed = failed
+        self.skipped = skipped
+        self.deferred = deferred
+    }
+}
+
+/// How far a job's fan-out has come.
+public struct JobProgress: Sendable, Hashable {
+    /// The job's row.
+    public var job: JobRecord
+    /// Whether its pages are written.
+    public var planned: Bool
+    /// Pages due now (or overdue) that are not done.
+    public var pagesDue: Int
+    /// Pages due later (scheduled, deferred by quiet hours).
+    public var pagesLater: Int
+}

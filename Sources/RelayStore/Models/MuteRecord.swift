@@ -1,0 +1,25 @@
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// A user's mute of one thread or one scope: a row of the `mutes` table.
+///
+/// Exactly one of ``threadID`` and ``scope`` is set.
+public struct MuteRecord: Sendable, Hashable {
+    /// The user who muted.
+    public var userID: String
+    /// The muted thread (a notification's `thread-id`), for a thread mute.
+    public var threadID: String?
+    /// The muted scope (a name the tenant's backend gives a group of notifications), for a scope mute.
+    public var scope: String?
+    /// When the mute ends; `nil` mutes until it is cleared.
+    public var until: Date?
+
+    /// Creates a record.
+    public init(userID: String, threadID: String? = nil, scope: String? = nil, until: Date? = nil) {
+        self.userID = userID
+        self.threadID = threadID
+        self.scope = scope
+        self.until = until
+    }
+}

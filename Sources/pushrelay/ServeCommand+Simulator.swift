@@ -1,0 +1,47 @@
+import APNs
+import APNsSimulator
+import Crypto
+import Logging
+import NIOCore
+import RelayServer
+import RelayStore
+
+extension ServeSettings {
+    /// Starts the in-process APNs simulator for `serve --apns-simulator`, trusting every stored key of the
+    /// enabled tenants (when the master key opens them) and an ephemeral key for each, and returns it with the
+    /// target that sends there.
+    func startSimulator(
+        store: RelayStore,
+        masterKey: MasterKey?,
+        group: any EventLoopGroup,
+        logger: Logger
+    ) async throws -> (simulator: APNsSimulator, target: APNsTarget) {
+        var configuration = APNsSimulatorConfiguration(certificateDirectory: simDir)
+        var fallbackKeys: [String: APNsSigningKey] = [:]
+        for record in try await store.listTenants().filter(\.enabled) {
+            let key = try APNsSigningKey(
+                privateKey: P256.Signing.PrivateKey(), keyID: Self.appleID(prefix: "SIMK", record.id),
+                teamID: Self.appleID(prefix: "SIMT", record.id)
+            )
+            fallbackKeys[record.id] = key
+            configuration.keys.append(APNsSimulatorKey(key))
+            configuration.topics.append(contentsOf: record.configuration.bundleIDs.keys)
+            if let masterKey, let stored = try? await store.loadSigningKeys(tenant: record.id, masterKey: masterKey) {
+                configuration.keys.append(contentsOf: stored.map { APNsSimulatorKey($0.key) })
+            }
+        }
+        let simulator = try await APNsSimulator.start(configuration: configuration, group: group.next())
+        logger.info("APNs simulator started", metadata: ["port": "\(simulator.port)", "ca": "\(simulator.caFile)"])
+        let target = APNsTarget(
+            endpointOverride: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
+            connectionsPerPool: connectionsPerPool, fallbackKeys: fallbackKeys
+        )
+        return (simulator, target)
+    }
+
+    /// A 10-character id of A-Z and 0-9, as Apple's key and team ids are: `prefix` and the tenant's letters.
+    private static func appleID(prefix: String, _ tenant: String) -> String {
+        let letters = tenant.uppercased().filter { $0.isASCII && ($0.isLetter || $0.isNumber) }
+        return String((prefix + letters + "0000000000").prefix(10))
+    }
+}
