@@ -1,4 +1,4 @@
-"""Integration tests against a running relay (Ops/test-python.sh starts one with the APNs simulator).
+"""Integration tests against a running relay (Ops/scenarios/test-python.sh starts one with the APNs simulator).
 
 Environment:
     PUSHRELAY_ADDRESS           host:port of the relay; without it this module is skipped
@@ -44,7 +44,7 @@ from pushrelay_client import (
 ADDRESS = os.environ.get("PUSHRELAY_ADDRESS", "")
 if not ADDRESS:
     pytest.skip(
-        "PUSHRELAY_ADDRESS is not set: these tests need a running relay (Ops/test-python.sh starts one)",
+        "PUSHRELAY_ADDRESS is not set: these tests need a running relay (Ops/scenarios/test-python.sh starts one)",
         allow_module_level=True,
     )
 
