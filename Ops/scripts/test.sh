@@ -8,7 +8,8 @@
 #   1. Ops/scripts/install-deps.sh (fast no-op when everything is installed)
 #   2. swift build --build-tests, failing on any compiler warning in our own code
 #      (Sources/, Tests/, Package.swift); warnings from dependencies (.build/checkouts) are ignored
-#   3. swift format lint --strict with the repo's .swift-format (any finding fails)
+#   3. swift format lint --strict with the repo's .swift-format (any finding fails); Package.swift's dependency
+#      edges equal the imports (Ops/scripts/check-package-edges.py); no hand-written Swift file over 600 lines
 #   4. swift test "$@" (the in-process fuzzer, Tests/PushRelayProtocolTests/FuzzTests.swift, prints its
 #      totals as `fuzz: ...` lines)
 #   5. Ops/scenarios/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
@@ -107,6 +108,12 @@ fi
 swift format lint --strict --parallel --recursive --configuration "$ROOT/.swift-format" \
     Sources Tests Package.swift
 echo "test.sh: format lint clean"
+step="shape"
+log "package edges and file sizes"
+python3 "$ROOT/Ops/scripts/check-package-edges.py"
+oversized="$(find Sources -name '*.swift' -not -path '*/Generated/*' -exec wc -l {} + | awk '$2 != "total" && $1 > 600')"
+[ -z "$oversized" ] || { echo "test.sh: hand-written Swift files over 600 lines:" >&2; echo "$oversized" >&2; exit 1; }
+echo "test.sh: Package.swift's edges equal the imports; no hand-written Swift file over 600 lines"
 
 # --- 4. tests ------------------------------------------------------------------------------------
 step="swift-test"
