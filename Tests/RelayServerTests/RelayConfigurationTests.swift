@@ -1,7 +1,7 @@
 import APNs
 import PushRelayProtocol
-import RelayStore
 import RelayServer
+import RelayStore
 import Testing
 
 /// `serve`'s settings become the ``Relay``'s configuration: every setting lands where the relay reads it, and a
