@@ -3,69 +3,6 @@ public import NIOCore
 import NIOPosix
 import NIOSSL
 
-/// What became of one notification, after every attempt the pool made.
-public struct APNsDeliveryReport: Sendable, Hashable {
-    /// The outcome class of the last attempt.
-    public var outcome: APNsOutcomeClass
-    /// APNs's last answer, when there was one.
-    public var response: APNsResponse?
-    /// Why there was no answer, when there was none.
-    public var failure: APNsTransportFailure?
-    /// How many times the request was sent (0 when it never left the queue).
-    public var attempts: Int
-
-    /// A report with these fields.
-    public init(
-        outcome: APNsOutcomeClass, response: APNsResponse? = nil, failure: APNsTransportFailure? = nil,
-        attempts: Int
-    ) {
-        self.outcome = outcome
-        self.response = response
-        self.failure = failure
-        self.attempts = attempts
-    }
-
-    /// The reason to show: APNs's reason, or the transport failure.
-    public var reasonText: String {
-        if let reason = response?.reason { return reason.rawValue }
-        if let failure { return "\(failure)" }
-        return response.map { "HTTP \($0.status)" } ?? "unknown"
-    }
-}
-
-/// Why the pool refused a request.
-public enum APNsPoolError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The wait queue is full and the pool was told to fail fast.
-    case queueFull(capacity: Int)
-    /// The pool is shut down (or shutting down).
-    case shutdown
-    /// No connection could be made at start.
-    case connectFailed(String)
-
-    /// A sentence saying what happened.
-    public var description: String {
-        switch self {
-        case .queueFull(let capacity): "APNs pool is full: \(capacity) requests are already waiting"
-        case .shutdown: "APNs pool is shut down"
-        case .connectFailed(let why): "could not connect to APNs: \(why)"
-        }
-    }
-}
-
-/// A snapshot of a pool: its connections and queues.
-public struct APNsPoolSnapshot: Sendable, Hashable {
-    /// The current connection of each slot (nil while a slot reconnects).
-    public var connections: [APNsConnectionSnapshot]
-    /// Connections made since the pool started.
-    public var connectionsOpened: Int
-    /// Requests waiting for a stream.
-    public var queued: Int
-    /// Callers waiting for room in the queue.
-    public var waiting: Int
-    /// Streams in flight over all connections, draining ones included.
-    public var streamsInFlight: Int
-}
-
 /// A pool of warm HTTP/2 connections to one APNs endpoint with one credential
 /// (one pool per signing key and environment).
 ///
@@ -74,41 +11,34 @@ public struct APNsPoolSnapshot: Sendable, Hashable {
 /// Retryable failures are retried with exponential backoff and jitter within the attempt bound and
 /// the request's deadline; requests APNs did not process (GOAWAY, REFUSED_STREAM) and requests on
 /// a connection whose provider token was refused go out again at once on another connection.
+///
+/// The decisions are a ``PoolStateMachine``'s, and each connection's a ``ConnectionStateMachine``'s: the pool
+/// carries out what its state machine answers (it opens connections, sends requests on them, completes requests,
+/// runs the timers) and tells it what happened, with the time by its clock.
 public final class APNsPool: @unchecked Sendable {
     // @unchecked: every mutable property below is touched only on `eventLoop`.
 
     /// The event loop that owns the pool and its connections.
     public let eventLoop: any EventLoop
-    private let configuration: APNsPoolConfiguration
-    private let clock: any APNsClock
-    private let logger: Logger
-    private let sslContext: NIOSSLContext
-    private let serverHostname: String?
+    let configuration: APNsPoolConfiguration
+    let clock: any APNsClock
+    let logger: Logger
+    let sslContext: NIOSSLContext
+    let serverHostname: String?
 
-    private struct Slot {
-        /// The slot's connection once TCP is up (while it does TLS and HTTP/2 setup, and after).
-        var connection: APNsConnectionHandler?
-        /// The id of the connection attempt in progress, until its TCP connect ends.
-        var attempt: Int?
-        /// Connection attempts in a row that ended before a notification was delivered.
-        var failures = 0
-        var reconnect: Scheduled<Void>?
-        /// Whether `start()` still waits for this slot's first attempt.
-        var startPending = false
-    }
-
-    private var slots: [Slot]
-    private var draining: [ObjectIdentifier: APNsConnectionHandler] = [:]
-    private var queue = CircularBuffer<PendingRequest>()
-    private var waiters = CircularBuffer<PendingRequest>()
-    private var retries: [ObjectIdentifier: (task: Scheduled<Void>, request: PendingRequest)] = [:]
-    private var connectionsOpened = 0
-    private var isShutdown = false
-    private var lastConnectError: String?
-    private var startWaiters: [EventLoopPromise<Void>] = []
-    private var started = false
+    /// The decisions: slots, queues, retries, start and shutdown.
+    var state: PoolStateMachine
+    /// The current connection of each slot, as the state machine's slots say.
+    var handlers: [APNsConnectionHandler?]
+    /// Connections that left their slot and finish their streams.
+    var draining: [ObjectIdentifier: APNsConnectionHandler] = [:]
+    /// The reconnect timer of each slot.
+    var reconnectTasks: [Scheduled<Void>?]
+    /// The timers of requests waiting for a retry.
+    var retryTasks: [ObjectIdentifier: Scheduled<Void>] = [:]
+    /// Callers of ``start()`` waiting for the slots' first attempts.
+    var startWaiters: [EventLoopPromise<Void>] = []
     private var housekeeping: RepeatedTask?
-    private var rng = SystemRandomNumberGenerator()
 
     /// A pool for `configuration`; call ``start()`` to connect.
     public init(
@@ -127,10 +57,12 @@ public final class APNsPool: @unchecked Sendable {
         self.sslContext = try NIOSSLContext(configuration: configuration.makeTLSConfiguration())
         let host = configuration.endpoint.host
         self.serverHostname = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
-        self.slots = Array(repeating: Slot(), count: configuration.connections)
+        self.state = PoolStateMachine(configuration: .init(configuration))
+        self.handlers = Array(repeating: nil, count: configuration.connections)
+        self.reconnectTasks = Array(repeating: nil, count: configuration.connections)
         let interval = configuration.housekeepingInterval
         self.housekeeping = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) {
-            [weak self] _ in self?.expireQueued()
+            [weak self] _ in self?.houseKeep()
         }
     }
 
@@ -139,29 +71,26 @@ public final class APNsPool: @unchecked Sendable {
     /// Opens every connection (TCP, TLS with ALPN h2, the peer's first SETTINGS) and returns when
     /// each has either become ready or failed; throws only when none could be made.
     public func start() async throws {
-        try await startFuture().get()
+        try await eventLoop.flatSubmit { self.startOnLoop() }.get()
     }
 
-    /// ``start()`` as a future.
-    public func startFuture() -> EventLoopFuture<Void> {
-        eventLoop.flatSubmit {
-            let promise = self.eventLoop.makePromise(of: Void.self)
-            guard !self.isShutdown else {
-                promise.fail(APNsPoolError.shutdown)
-                return promise.futureResult
+    private func startOnLoop() -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        switch state.start(connections: self) {
+        case .refuse(let error):
+            promise.fail(error)
+        case .connectAll:
+            startWaiters.append(promise)
+            for slot in handlers.indices {
+                if let id = state.beginConnect(slot: slot) { connect(slot: slot, attempt: id) }
             }
-            self.startWaiters.append(promise)
-            if !self.started {
-                self.started = true
-                for index in self.slots.indices {
-                    self.slots[index].startPending = true
-                    self.connect(slot: index)
-                }
-            } else if !self.slots.contains(where: \.startPending) {
-                self.finishStart()
-            }
-            return promise.futureResult
+        case .wait:
+            startWaiters.append(promise)
+        case .finish(let outcome):
+            startWaiters.append(promise)
+            finishStart(outcome)
         }
+        return promise.futureResult
     }
 
     /// Sends one notification and returns what became of it. Throws ``APNsValidationError`` when the
@@ -177,13 +106,32 @@ public final class APNsPool: @unchecked Sendable {
     public func sendFuture(
         _ notification: APNsNotification, whenFull: APNsBackPressure? = nil
     ) -> EventLoopFuture<APNsDeliveryReport> {
-        sendFutures([notification], whenFull: whenFull)[0]
+        let promise = eventLoop.makePromise(of: APNsDeliveryReport.self)
+        let completion = PendingRequest.Completion.promise(promise)
+        do {
+            try notification.validate()
+        } catch {
+            completion.finish(.failure(error))
+            return promise.futureResult
+        }
+        let deadline = clock.uptime() + configuration.requestTimeout
+        let backPressure = whenFull ?? configuration.backPressure
+        if eventLoop.inEventLoop {
+            submit(PendingRequest(notification: notification, deadline: deadline, completion: completion), backPressure)
+        } else {
+            eventLoop.execute {
+                self.submit(
+                    PendingRequest(notification: notification, deadline: deadline, completion: completion),
+                    backPressure)
+            }
+        }
+        return promise.futureResult
     }
 
     /// ``sendFuture(_:whenFull:)`` for several notifications at once, in order: one hop to the pool's event
     /// loop for all of them instead of one each. An invalid notification's future fails at once with its
-    /// ``APNsValidationError``; the others are sent.
-    public func sendFutures(
+    /// ``APNsValidationError``; the others are sent. For the package's tests.
+    package func sendFutures(
         _ notifications: [APNsNotification], whenFull: APNsBackPressure? = nil
     ) -> [EventLoopFuture<APNsDeliveryReport>] {
         var futures: [EventLoopFuture<APNsDeliveryReport>] = []
@@ -197,11 +145,10 @@ public final class APNsPool: @unchecked Sendable {
         return futures
     }
 
-    /// ``sendFutures(_:whenFull:)`` without a future per notification, for a caller that takes many reports at
-    /// once: `answers` gets each notification's report with its position in `notifications`, once each, on the
-    /// pool's event loop (an invalid notification's ``APNsValidationError`` or the pool's refusal may come on
-    /// the calling thread, before this returns). A future per notification and a callback on it were about a
-    /// twentieth of the relay's CPU samples in a fan-out's profile.
+    /// Sends several notifications at once, with one hop to the pool's event loop, and no future per
+    /// notification, for a caller that takes many reports at once: `answers` gets each notification's report
+    /// with its position in `notifications`, once each, on the pool's event loop (an invalid notification's
+    /// ``APNsValidationError`` or the pool's refusal may come on the calling thread, before this returns).
     public func send(
         _ notifications: [APNsNotification], whenFull: APNsBackPressure? = nil,
         answers: @escaping @Sendable (Int, Result<APNsDeliveryReport, any Error>) -> Void
@@ -213,7 +160,7 @@ public final class APNsPool: @unchecked Sendable {
     private func submit(
         _ notifications: [APNsNotification], _ completions: [PendingRequest.Completion], whenFull: APNsBackPressure?
     ) {
-        let deadline = NIODeadline.now() + configuration.requestTimeout
+        let deadline = clock.uptime() + configuration.requestTimeout
         let backPressure = whenFull ?? configuration.backPressure
         var valid: [(APNsNotification, PendingRequest.Completion)] = []
         valid.reserveCapacity(notifications.count)
@@ -245,7 +192,15 @@ public final class APNsPool: @unchecked Sendable {
 
     /// The state of the pool's connections and queues.
     public func snapshot() async throws -> APNsPoolSnapshot {
-        try await eventLoop.submit { self.makeSnapshot() }.get()
+        try await eventLoop.submit {
+            APNsPoolSnapshot(
+                connections: self.handlers.compactMap { $0?.snapshot },
+                connectionsOpened: self.state.connectionsOpened,
+                queued: self.state.queue.count,
+                waiting: self.state.waiters.count,
+                streamsInFlight: self.streamsInFlight
+            )
+        }.get()
     }
 
     /// Stops taking requests, fails those still queued with ``APNsPoolError/shutdown``, waits up to
@@ -253,379 +208,59 @@ public final class APNsPool: @unchecked Sendable {
     public func shutdown(gracePeriod: TimeAmount = .seconds(5)) async {
         let drained = eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
             self.beginShutdown()
-            return self.waitForStreams(until: .now() + gracePeriod)
+            return self.waitForStreams(until: self.clock.uptime() + gracePeriod)
         }
         try? await drained.get()
         try? await eventLoop.submit { self.closeAll() }.get()
     }
 
-    // MARK: Connections
+    // MARK: Requests
 
-    private func connect(slot index: Int) {
-        guard !isShutdown else { return }
-        connectionsOpened += 1
-        let id = connectionsOpened
-        slots[index].attempt = id
-        slots[index].reconnect = nil
-        let configuration = self.configuration
-        let clock = self.clock
-        let logger = self.logger
-        let sslContext = self.sslContext
-        let serverHostname = self.serverHostname
-        let connectTimeout = configuration.connectTimeout
-        ClientBootstrap(group: eventLoop)
-            .connectTimeout(connectTimeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(.maxMessagesPerRead, value: 16)
-            .channelOption(
-                .recvAllocator,
-                value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65_536, maximum: 1 << 20)
-            )
-            .channelInitializer { channel in
-                // A host name with several addresses may get several sockets (happy eyeballs): each
-                // gets its own handler, and the winner's becomes the slot's connection below.
-                channel.eventLoop.makeCompletedFuture {
-                    let handler = APNsConnectionHandler(
-                        id: id, configuration: configuration, clock: clock, logger: logger
-                    )
-                    handler.delegate = self
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverHostname))
-                    try sync.addHandler(handler)
-                }
-            }
-            .connect(host: configuration.endpoint.host, port: configuration.endpoint.port)
-            .assumeIsolated()
-            .whenComplete { result in
-                switch result {
-                case .success(let channel):
-                    self.connected(channel, slot: index, attempt: id)
-                case .failure(let error):
-                    self.connectFailed(slot: index, attempt: id, error: "\(error)")
-                }
-            }
-    }
-
-    private func connected(_ channel: any Channel, slot index: Int, attempt id: Int) {
-        guard let handler = try? channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self),
-            slots[index].attempt == id, !isShutdown
-        else {
-            channel.close(promise: nil)
-            return
-        }
-        slots[index].attempt = nil
-        slots[index].connection = handler
-        // The handshake and the first SETTINGS must also come within the connect timeout.
-        let bound = NIOLoopBound(handler, eventLoop: eventLoop)
-        eventLoop.assumeIsolated().scheduleTask(in: configuration.connectTimeout) {
-            if bound.value.isConnecting {
-                bound.value.lastError = APNsTransportFailure.connectFailed("no TLS and HTTP/2 setup in time")
-                bound.value.close()
-            }
-        }
-    }
-
-    private func slotIndex(of connection: APNsConnectionHandler) -> Int? {
-        slots.firstIndex { $0.connection === connection }
-    }
-
-    private func connectFailed(slot index: Int, attempt id: Int, error: String) {
-        lastConnectError = error
-        guard slots[index].attempt == id else { return }
-        logger.warning("APNs connection failed", metadata: ["error": "\(error)"])
-        slots[index].attempt = nil
-        slots[index].failures += 1
-        startAttemptEnded(slot: index)
-        scheduleReconnect(slot: index)
-    }
-
-    private func scheduleReconnect(slot index: Int) {
-        guard !isShutdown else { return }
-        let failures = slots[index].failures
-        guard failures > 0 else {
-            connect(slot: index)
-            return
-        }
-        let delay = configuration.reconnectBackoff.delay(attempt: failures, using: &rng)
-        logger.debug("APNs reconnect scheduled", metadata: ["in_ms": "\(delay.nanoseconds / 1_000_000)"])
-        slots[index].reconnect = eventLoop.assumeIsolated().scheduleTask(in: delay) { [weak self] in
-            self?.connect(slot: index)
-        }
-    }
-
-    private func startAttemptEnded(slot index: Int) {
-        guard slots[index].startPending else { return }
-        slots[index].startPending = false
-        if !slots.contains(where: \.startPending) { finishStart() }
-    }
-
-    private func finishStart() {
-        let waiters = startWaiters
-        startWaiters.removeAll()
-        let anyReady = slots.contains { $0.connection?.isReady == true }
-        for promise in waiters {
-            if anyReady {
-                promise.succeed()
-            } else {
-                promise.fail(APNsPoolError.connectFailed(lastConnectError ?? "no connection became ready"))
-            }
-        }
-    }
-
-    // MARK: Dispatch
-
+    /// Submits `request` on the event loop.
     private func submit(_ request: PendingRequest, _ backPressure: APNsBackPressure) {
-        guard !isShutdown else {
-            request.finish(.failure(APNsPoolError.shutdown))
-            return
-        }
-        if queue.isEmpty, let connection = connectionWithMostFreeStreams() {
-            connection.send(request)
-            return
-        }
-        if queue.count < configuration.waitQueueCapacity {
-            queue.append(request)
-        } else if backPressure == .wait && waiters.count < configuration.waiterCapacity {
-            waiters.append(request)
-        } else {
-            request.finish(.failure(APNsPoolError.queueFull(capacity: configuration.waitQueueCapacity)))
+        switch state.submit(request, backPressure: backPressure, connections: self) {
+        case .send(let slot): send(request, slot: slot)
+        case .queued: break
+        case .refuse(let error): request.finish(.failure(error))
         }
     }
 
-    private func connectionWithMostFreeStreams() -> APNsConnectionHandler? {
-        var best: APNsConnectionHandler?
-        var bestFree = 0
-        for slot in slots {
-            guard let connection = slot.connection else { continue }
-            let free = connection.availableStreams
-            if free > bestFree {
-                best = connection
-                bestFree = free
-            }
+    /// Expires requests that waited past their deadline, and dispatches the queue to connections with free streams.
+    private func houseKeep() {
+        let now = clock.uptime()
+        while let (request, report) = state.expireQueued(now: now, connections: self) {
+            request.finish(.success(report))
         }
-        return best
-    }
-
-    private func dispatchQueued(to connection: APNsConnectionHandler) {
-        let now = NIODeadline.now()
-        while connection.availableStreams > 0 {
-            if queue.isEmpty { admitWaiters() }
-            guard let request = queue.popFirst() else { break }
-            if request.deadline <= now {
-                complete(request, .failure(.deadlineExceeded))
-            } else {
-                connection.send(request)
-            }
+        state.admitWaiters()
+        for slot in handlers.indices {
+            guard !state.queue.isEmpty else { break }
+            if handlers[slot] != nil { dispatch(slot: slot, now: now) }
         }
-        admitWaiters()
-    }
-
-    private func admitWaiters() {
-        while queue.count < configuration.waitQueueCapacity, let waiter = waiters.popFirst() {
-            queue.append(waiter)
-        }
-    }
-
-    private func expireQueued() {
-        let now = NIODeadline.now()
-        while let first = queue.first, first.deadline <= now {
-            queue.removeFirst()
-            complete(first, .failure(queueTimeoutFailure()))
-        }
-        while let first = waiters.first, first.deadline <= now {
-            waiters.removeFirst()
-            complete(first, .failure(queueTimeoutFailure()))
-        }
-        admitWaiters()
-        for slot in slots {
-            guard !queue.isEmpty else { break }
-            if let connection = slot.connection { dispatchQueued(to: connection) }
-        }
-    }
-
-    private func queueTimeoutFailure() -> APNsTransportFailure {
-        let anyReady = slots.contains { $0.connection?.isReady == true }
-        if !anyReady, let lastConnectError { return .connectFailed(lastConnectError) }
-        return .deadlineExceeded
-    }
-
-    // MARK: Results
-
-    private func complete(_ request: PendingRequest, _ result: Result<APNsResponse, APNsTransportFailure>) {
-        switch result {
-        case .success(let response):
-            request.finish(
-                .success(
-                    APNsDeliveryReport(outcome: response.outcomeClass, response: response, attempts: request.attempts)))
-        case .failure(let failure):
-            request.finish(
-                .success(APNsDeliveryReport(outcome: .retryLater, failure: failure, attempts: request.attempts)))
-        }
-    }
-
-    private func handle(_ request: PendingRequest, _ result: Result<APNsResponse, APNsTransportFailure>) {
-        let canRetry = !isShutdown && request.deadline > .now()
-        switch result {
-        case .success(let response) where response.invalidatesConnection:
-            // The connection's token is refused: the connection is replaced and the request goes
-            // out at once on another one.
-            if canRetry && request.attempts < configuration.maximumAttempts {
-                requeueNow(request)
-            } else {
-                complete(request, result)
-            }
-        case .success(let response) where response.outcomeClass == .retryLater:
-            retryLater(request, result, canRetry: canRetry)
-        case .success:
-            complete(request, result)
-        case .failure(.notProcessed), .failure(.connectionLost):
-            // Never processed by APNs, or lost with its connection (APNs may or may not have it, and
-            // a connection taking hundreds of streams with it must not use up their attempts): sent
-            // again at once on another connection without using an attempt, within a bound.
-            request.attempts -= 1
-            request.requeues += 1
-            if canRetry && request.requeues <= configuration.maximumResends {
-                requeueNow(request)
-            } else {
-                complete(request, result)
-            }
-        case .failure(.deadlineExceeded):
-            complete(request, result)
-        case .failure:
-            retryLater(request, result, canRetry: canRetry)
-        }
-    }
-
-    private func requeueNow(_ request: PendingRequest) {
-        if let connection = connectionWithMostFreeStreams() {
-            connection.send(request)
-        } else {
-            queue.prepend(request)
-        }
-    }
-
-    private func retryLater(
-        _ request: PendingRequest,
-        _ result: Result<APNsResponse, APNsTransportFailure>,
-        canRetry: Bool
-    ) {
-        guard canRetry, request.attempts < configuration.maximumAttempts else {
-            complete(request, result)
-            return
-        }
-        let delay = configuration.retryBackoff.delay(attempt: request.attempts, using: &rng)
-        guard .now() + delay < request.deadline else {
-            complete(request, result)
-            return
-        }
-        let key = ObjectIdentifier(request)
-        let box = NIOLoopBound(request, eventLoop: eventLoop)
-        let task = eventLoop.assumeIsolated().scheduleTask(in: delay) { [weak self] in
-            guard let self else { return }
-            self.retries[key] = nil
-            self.requeueNow(box.value)
-        }
-        retries[key] = (task, request)
     }
 
     // MARK: Shutdown
 
     private func beginShutdown() {
-        guard !isShutdown else { return }
-        isShutdown = true
+        guard let shutdown = state.shutdown(connections: self) else { return }
         housekeeping?.cancel()
-        for index in slots.indices { slots[index].reconnect?.cancel() }
-        for (_, retry) in retries {
-            retry.task.cancel()
-            retry.request.finish(.failure(APNsPoolError.shutdown))
-        }
-        retries.removeAll()
-        let pending = Array(queue) + Array(waiters)
-        queue.removeAll()
-        waiters.removeAll()
-        for request in pending { request.finish(.failure(APNsPoolError.shutdown)) }
-        for index in slots.indices { slots[index].startPending = false }
-        finishStart()
-    }
-
-    private func streamsInFlight() -> Int {
-        slots.reduce(0) { $0 + ($1.connection?.streamsInFlight ?? 0) }
-            + draining.values.reduce(0) { $0 + $1.streamsInFlight }
+        for task in reconnectTasks { task?.cancel() }
+        for task in retryTasks.values { task.cancel() }
+        retryTasks.removeAll()
+        for request in shutdown.refused { request.finish(.failure(APNsPoolError.shutdown)) }
+        finishStart(shutdown.finishStart)
     }
 
     private func waitForStreams(until deadline: NIODeadline) -> EventLoopFuture<Void> {
-        if streamsInFlight() == 0 || .now() >= deadline { return eventLoop.makeSucceededVoidFuture() }
-        return eventLoop.flatScheduleTask(in: .milliseconds(20)) {
-            self.waitForStreams(until: deadline)
-        }.futureResult
+        switch state.shutdownWait(until: deadline, now: clock.uptime(), connections: self) {
+        case .closeConnections:
+            return eventLoop.makeSucceededVoidFuture()
+        case .checkAgain(let delay):
+            return eventLoop.flatScheduleTask(in: delay) { self.waitForStreams(until: deadline) }.futureResult
+        }
     }
 
     private func closeAll() {
-        for slot in slots { slot.connection?.close() }
+        for handler in handlers { handler?.close() }
         for connection in draining.values { connection.close() }
-    }
-
-    private func makeSnapshot() -> APNsPoolSnapshot {
-        APNsPoolSnapshot(
-            connections: slots.compactMap { $0.connection?.snapshot },
-            connectionsOpened: connectionsOpened,
-            queued: queue.count,
-            waiting: waiters.count,
-            streamsInFlight: streamsInFlight()
-        )
-    }
-}
-
-extension APNsPool: APNsConnectionDelegate {
-    func connectionBecameReady(_ connection: APNsConnectionHandler) {
-        guard let index = slotIndex(of: connection) else { return }
-        guard !isShutdown else {
-            connection.close()
-            return
-        }
-        logger.debug("APNs connection ready", metadata: ["connection": "\(connection.id)"])
-        startAttemptEnded(slot: index)
-        dispatchQueued(to: connection)
-    }
-
-    func connectionHasCapacity(_ connection: APNsConnectionHandler) {
-        if !queue.isEmpty || !waiters.isEmpty { dispatchQueued(to: connection) }
-    }
-
-    func connectionIsDraining(_ connection: APNsConnectionHandler) {
-        guard let index = slotIndex(of: connection) else { return }
-        draining[ObjectIdentifier(connection)] = connection
-        slots[index].connection = nil
-        // A connection replaced before it delivered anything counts as a failed attempt, so that a
-        // peer that accepts and then refuses every connection is not hammered.
-        if !connection.hasDelivered { slots[index].failures += 1 }
-        scheduleReconnect(slot: index)
-    }
-
-    func connectionClosed(_ connection: APNsConnectionHandler, setupError: (any Error)?) {
-        draining[ObjectIdentifier(connection)] = nil
-        guard let index = slotIndex(of: connection) else { return }
-        slots[index].connection = nil
-        if let setupError {
-            lastConnectError = "\(setupError)"
-            logger.warning("APNs connection setup failed", metadata: ["error": "\(setupError)"])
-            startAttemptEnded(slot: index)
-        }
-        if !connection.hasDelivered { slots[index].failures += 1 }
-        scheduleReconnect(slot: index)
-    }
-
-    func connection(
-        _ connection: APNsConnectionHandler,
-        finished request: PendingRequest,
-        with result: Result<APNsResponse, APNsTransportFailure>
-    ) {
-        if case .success(let response) = result {
-            if response.status == 200, let index = slotIndex(of: connection) { slots[index].failures = 0 }
-            if response.invalidatesConnection {
-                connection.beginDraining(reason: response.reason?.rawValue ?? "provider token refused")
-            }
-        }
-        handle(request, result)
     }
 }

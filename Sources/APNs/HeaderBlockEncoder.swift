@@ -15,7 +15,7 @@ import NIOHPACK
 /// size change drops them too, since the next block must begin with the size update.
 ///
 /// `:path` differs in every request: it is written as a literal without indexing whose value is not
-/// Huffman-coded (19 more bytes for a 64-digit token, but Huffman-coding costs a fan-out CPU on every request),
+/// Huffman-coded (19 more bytes for a 64-digit token, and no Huffman coding of a new value in every request),
 /// straight from the device token (no path string is made). The request's own fields are literals without
 /// indexing too, so they never change the table: when they are those of the previous block (the same
 /// expiration second), that block's bytes for them are written again, without making their header list.

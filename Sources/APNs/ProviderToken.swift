@@ -1,20 +1,6 @@
 public import Crypto
 public import Foundation
 
-/// A source of the current time, injectable so tests can prove token timing.
-public protocol APNsClock: Sendable {
-    /// The current time.
-    func now() -> Date
-}
-
-/// The system's wall clock.
-public struct SystemClock: APNsClock {
-    /// The system's wall clock.
-    public init() {}
-    /// `Date()`.
-    public func now() -> Date { Date() }
-}
-
 /// Why a `.p8` key, key id or team id was refused.
 public enum APNsKeyError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The file could not be read.

@@ -1,0 +1,40 @@
+import NIOCore
+
+/// A request as the pool tracks it across attempts: the notification, its deadline, where its report goes, and
+/// the pool's counts of its attempts. Event-loop bound: touched only on the pool's loop (the state machines
+/// that hold it run there).
+final class PendingRequest {
+    /// Where the request's report goes: a future's promise, or the handler of a batch with the request's
+    /// position in it (``APNsPool/send(_:whenFull:answers:)``).
+    enum Completion: Sendable {
+        case promise(EventLoopPromise<APNsDeliveryReport>)
+        case answers(@Sendable (Int, Result<APNsDeliveryReport, any Error>) -> Void, position: Int)
+
+        /// Hands over the report (or the pool's refusal); called once.
+        func finish(_ result: Result<APNsDeliveryReport, any Error>) {
+            switch self {
+            case .promise(let promise): promise.completeWith(result)
+            case .answers(let answer, let position): answer(position, result)
+            }
+        }
+    }
+
+    let notification: APNsNotification
+    let deadline: NIODeadline
+    let completion: Completion
+    /// Attempts so far: each stream opened for the request counts, a resend after a refusal does not.
+    var attempts = 0
+    /// Resends so far (GOAWAY, REFUSED_STREAM, a lost connection), bounded by the pool's `maximumResends`.
+    var requeues = 0
+
+    init(notification: APNsNotification, deadline: NIODeadline, completion: Completion) {
+        self.notification = notification
+        self.deadline = deadline
+        self.completion = completion
+    }
+
+    /// Hands the request's report (or the pool's refusal) to whoever waits for it; called once.
+    func finish(_ result: Result<APNsDeliveryReport, any Error>) {
+        completion.finish(result)
+    }
+}
