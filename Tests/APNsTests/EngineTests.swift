@@ -311,6 +311,22 @@ struct EngineTests {
         }
     }
 
+    @Test func deadlinesRunOnThePoolsClock() async throws {
+        let clock = TestClock()
+        try await Harness.run(configure: { $0.faults.latency = .seconds(30) }) { h in
+            let pool = try await h.pool(clock: clock) { $0.requestTimeout = .seconds(60) }
+            let pending = pool.sendFuture(Harness.notification())
+            let inFlight = try await Harness.eventually { try await pool.snapshot().streamsInFlight == 1 }
+            #expect(inFlight)
+            // A minute passes on the pool's clock, not on the system's: the next tick finds the request late.
+            clock.advanceUptime(.seconds(61))
+            let report = try await pending.get()
+            #expect(report.outcome == .retryLater)
+            #expect(report.failure == .deadlineExceeded)
+            await pool.shutdown(gracePeriod: .zero)
+        }
+    }
+
     // MARK: Streams and connections
 
     @Test func goAwayLosesNothing() async throws {

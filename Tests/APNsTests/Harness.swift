@@ -6,9 +6,11 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// A clock that only moves when a test moves it.
+/// A clock that only moves when a test moves it: its wall-clock time stands still, and its monotonic time runs
+/// with the system's, ahead by what the test adds.
 final class TestClock: APNsClock {
     private let date: Mutex<Date>
+    private let uptimeOffset = Mutex(TimeAmount.zero)
 
     init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) {
         date = Mutex(start)
@@ -16,8 +18,15 @@ final class TestClock: APNsClock {
 
     func now() -> Date { date.withLock { $0 } }
 
+    func uptime() -> NIODeadline { .now() + uptimeOffset.withLock { $0 } }
+
     func advance(minutes: Double) {
         date.withLock { $0 += minutes * 60 }
+    }
+
+    /// Moves the monotonic time on by `amount`, at once.
+    func advanceUptime(_ amount: TimeAmount) {
+        uptimeOffset.withLock { $0 = $0 + amount }
     }
 }
 
