@@ -89,9 +89,9 @@ final class ChildProcess: Sendable {
 }
 
 /// A load test that could not run, with what went wrong.
-public struct LoadTestError: Error, CustomStringConvertible, Sendable {
+package struct LoadTestError: Error, CustomStringConvertible, Sendable {
     /// What went wrong.
-    public let description: String
+    package let description: String
 
     init(_ description: String) {
         self.description = description

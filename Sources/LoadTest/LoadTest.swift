@@ -12,10 +12,10 @@ import Synchronization
 /// separate processes, makes four tenants with synthetic devices in bulk, then drives the relay over the wire
 /// protocol: idle connections, single sends, group sends, the engine alone as a baseline and fan-outs; and
 /// reports throughput, latency, the relay's memory and CPU, PostgreSQL's rows and every notification's fate.
-public enum LoadTest {
+package enum LoadTest {
     /// Runs the load test and writes its report; returns it. The report says whether every accepted
     /// notification was accounted for (``LoadTestReport/Accounting/consistent``).
-    public static func run(_ options: LoadTestOptions) async throws -> LoadTestReport {
+    package static func run(_ options: LoadTestOptions) async throws -> LoadTestReport {
         try options.validate()
         let work = options.workDirectory
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)

@@ -1,49 +1,49 @@
 /// What `pushrelay loadtest` runs.
-public struct LoadTestOptions: Sendable {
+package struct LoadTestOptions: Sendable {
     /// Fan-out sizes in devices, each sent by its own tenant (at most four, one per tenant).
-    public var fanOutSizes = [10_000, 100_000, 1_000_000]
+    package var fanOutSizes = [10_000, 100_000, 1_000_000]
     /// Times each short fan-out (at most ``shortFanOutLimit`` devices) runs: such a fan-out lasts a fraction of a
     /// second, and one run measures the machine's moment as much as the relay. The report gives the run of median
     /// time, and every run's time.
-    public var shortFanOutRuns = 5
+    package var shortFanOutRuns = 5
     /// The largest fan-out that runs ``shortFanOutRuns`` times; larger ones run once.
-    public static let shortFanOutLimit = 10_000
+    package static let shortFanOutLimit = 10_000
     /// Single sends (one user each), one at a time, the tenants in turn.
-    public var singles = 2_000
+    package var singles = 2_000
     /// Group sends, spread over the tenants.
-    public var groups = 400
+    package var groups = 400
     /// Users per group send.
-    public var groupSize = 10
+    package var groupSize = 10
     /// Idle backend connections opened to measure their cost (0: skip).
-    public var idleConnections = 1_000
+    package var idleConnections = 1_000
     /// Notifications the engine baseline (`pushrelay apns push`) sends (0: skip).
-    public var baselineCount = 200_000
+    package var baselineCount = 200_000
     /// HTTP/2 connections per APNs pool, for the relay and the baseline.
-    public var apnsConnections = 2
+    package var apnsConnections = 2
     /// The tenants' ids, in the order fan-outs are given to them (smallest fan-out first).
-    public var tenantIDs = ["argus", "familyportal", "circl", "anky"]
+    package var tenantIDs = ["argus", "familyportal", "circl", "anky"]
     /// Folder of the tenant files the run's tenants are made from.
-    public var tenantsFolder = "Tenants"
+    package var tenantsFolder = "Tenants"
     /// The tenants' notifications per second during the run (their files' limits are for production).
-    public var notificationsPerSecond = 1_000_000
+    package var notificationsPerSecond = 1_000_000
     /// Folder for the run's PostgreSQL cluster, simulator certificates and logs.
-    public var workDirectory: String
+    package var workDirectory: String
     /// Folder the report (`loadtest-report.json`, `.svg`, `.txt`) is written to.
-    public var outputDirectory: String
+    package var outputDirectory: String
     /// The `pushrelay` executable started as relay, simulator and baseline.
-    public var executable: String
+    package var executable: String
     /// Seconds between progress lines when the output is not a terminal.
-    public var progressInterval = 5.0
+    package var progressInterval = 5.0
 
     /// Options with the defaults of a full run.
-    public init(workDirectory: String, outputDirectory: String, executable: String) {
+    package init(workDirectory: String, outputDirectory: String, executable: String) {
         self.workDirectory = workDirectory
         self.outputDirectory = outputDirectory
         self.executable = executable
     }
 
     /// Checks the options; throws what is wrong.
-    public func validate() throws(LoadTestError) {
+    package func validate() throws(LoadTestError) {
         guard fanOutSizes.count <= tenantIDs.count else {
             throw LoadTestError("at most \(tenantIDs.count) fan-out sizes (one per tenant)")
         }

@@ -1,93 +1,93 @@
 import Foundation
 
 /// Everything a load test measured; written as JSON (`report.json`) and printed as text.
-public struct LoadTestReport: Codable, Sendable {
+package struct LoadTestReport: Codable, Sendable {
     /// When the run started (UTC, ISO 8601).
-    public var date: String
+    package var date: String
     /// The machine: CPUs, model, kernel.
-    public var machine: String
+    package var machine: String
     /// What was asked of the run.
-    public var configuration: Configuration
+    package var configuration: Configuration
     /// `pushrelay apns push` alone against the same APNs endpoint, in the same run.
-    public var engineBaseline: EngineBaseline?
+    package var engineBaseline: EngineBaseline?
     /// Single sends (one user, one device) and their latency.
-    public var singles: Singles?
+    package var singles: Singles?
     /// Small group sends (a few users each).
-    public var groups: Groups?
+    package var groups: Groups?
     /// Fan-outs to a whole topic, smallest first.
-    public var fanOuts: [FanOut]
+    package var fanOuts: [FanOut]
     /// Idle backend connections and what they cost the relay.
-    public var idleConnections: IdleConnections?
+    package var idleConnections: IdleConnections?
     /// Whole-run figures of the relay process.
-    public var relay: RelayFigures
+    package var relay: RelayFigures
     /// Delivery rows of the run by outcome and reason.
-    public var outcomes: [Outcome]
+    package var outcomes: [Outcome]
     /// Accepted versus recorded, per phase and in all.
-    public var accounting: Accounting
+    package var accounting: Accounting
     /// Second-by-second figures (the chart's data).
-    public var timeline: [TimelinePoint]
+    package var timeline: [TimelinePoint]
 
     /// The run's settings.
-    public struct Configuration: Codable, Sendable {
+    package struct Configuration: Codable, Sendable {
         /// Fan-out sizes, in devices.
-        public var fanOutSizes: [Int]
+        package var fanOutSizes: [Int]
         /// Times each fan-out of at most 10,000 devices ran.
-        public var shortFanOutRuns: Int
+        package var shortFanOutRuns: Int
         /// Single sends.
-        public var singles: Int
+        package var singles: Int
         /// Group sends and users per group.
-        public var groups: Int
+        package var groups: Int
         /// Users in each group send.
-        public var groupSize: Int
+        package var groupSize: Int
         /// Backend connections driving singles and groups (one per tenant each).
-        public var backendConnections: Int
+        package var backendConnections: Int
         /// Idle connections opened.
-        public var idleConnections: Int
+        package var idleConnections: Int
         /// Notifications the engine baseline sends.
-        public var baselineCount: Int
+        package var baselineCount: Int
         /// HTTP/2 connections per APNs pool, for the relay and the baseline.
-        public var apnsConnections: Int
+        package var apnsConnections: Int
         /// The tenants, with the device count and the notification type each got.
-        public var tenants: [Tenant]
+        package var tenants: [Tenant]
         /// How the tenant files were changed for the run.
-        public var tenantChanges: String
+        package var tenantChanges: String
     }
 
     /// A tenant of the run.
-    public struct Tenant: Codable, Sendable {
+    package struct Tenant: Codable, Sendable {
         /// Tenant id.
-        public var id: String
+        package var id: String
         /// Synthetic devices registered.
-        public var devices: Int
+        package var devices: Int
         /// The notification type every send of this tenant uses.
-        public var notificationType: String
+        package var notificationType: String
     }
 
     /// The engine alone.
-    public struct EngineBaseline: Codable, Sendable {
+    package struct EngineBaseline: Codable, Sendable {
         /// Notifications sent.
-        public var count: Int
+        package var count: Int
         /// Delivered of those.
-        public var delivered: Int
+        package var delivered: Int
         /// What `pushrelay apns push` reported.
-        public var notificationsPerSecond: Double
+        package var notificationsPerSecond: Double
     }
 
     /// Latency percentiles, milliseconds.
-    public struct Latency: Codable, Sendable, Hashable {
+    package struct Latency: Codable, Sendable, Hashable {
         /// Samples.
-        public var count: Int
+        package var count: Int
         /// Median.
-        public var p50: Double
+        package var p50: Double
         /// 99th percentile.
-        public var p99: Double
+        package var p99: Double
         /// 99.9th percentile.
-        public var p999: Double
+        package var p999: Double
         /// Largest.
-        public var max: Double
+        package var max: Double
 
         /// Percentiles of `samples` (nearest rank); zeros when there are none.
-        public init(_ samples: [Double]) {
+        package init(_ samples: [Double]) {
             let sorted = samples.sorted()
             func rank(_ q: Double) -> Double {
                 guard !sorted.isEmpty else { return 0 }
@@ -103,157 +103,157 @@ public struct LoadTestReport: Codable, Sendable {
     }
 
     /// Single sends.
-    public struct Singles: Codable, Sendable {
+    package struct Singles: Codable, Sendable {
         /// Sends made (and acknowledged).
-        public var count: Int
+        package var count: Int
         /// Request to the relay's answer (the job committed).
-        public var ackMilliseconds: Latency
+        package var ackMilliseconds: Latency
         /// Request to the delivery receipt (APNs answered), for the sends that got one.
-        public var apnsMilliseconds: Latency
+        package var apnsMilliseconds: Latency
         /// Sends without a receipt (not delivered, or the receipt did not come).
-        public var withoutReceipt: Int
+        package var withoutReceipt: Int
     }
 
     /// Group sends.
-    public struct Groups: Codable, Sendable {
+    package struct Groups: Codable, Sendable {
         /// Sends made.
-        public var count: Int
+        package var count: Int
         /// Recipients in all.
-        public var recipients: Int
+        package var recipients: Int
         /// Request to the relay's answer.
-        public var ackMilliseconds: Latency
+        package var ackMilliseconds: Latency
         /// Seconds from the first send to the last group's last delivery recorded.
-        public var seconds: Double
+        package var seconds: Double
     }
 
     /// One fan-out.
-    public struct FanOut: Codable, Sendable {
+    package struct FanOut: Codable, Sendable {
         /// Devices in the topic.
-        public var size: Int
+        package var size: Int
         /// Tenant that sent it.
-        public var tenant: String
+        package var tenant: String
         /// Job id.
-        public var jobID: String
+        package var jobID: String
         /// Request to the relay's answer, milliseconds.
-        public var ackMilliseconds: Double
+        package var ackMilliseconds: Double
         /// Request to the job completed (every delivery recorded), seconds.
-        public var seconds: Double
+        package var seconds: Double
         /// Request to the first send to APNs (the earliest `sent_at` of the job's rows), milliseconds: planning the
         /// first page and reading its recipients' policy state.
-        public var firstSendMilliseconds: Double?
+        package var firstSendMilliseconds: Double?
         /// The last APNs answer (the latest `answered_at` of the job's rows) to the job completed, milliseconds:
         /// writing the last rows and completing the pages and the job.
-        public var lastAnswerToCompletionMilliseconds: Double?
+        package var lastAnswerToCompletionMilliseconds: Double?
         /// `size / seconds`: accepted, answered by APNs and recorded.
-        public var notificationsPerSecond: Double
+        package var notificationsPerSecond: Double
         /// Delivered, failed, skipped as the job reports them (JOB_STATUS).
-        public var delivered: Int
+        package var delivered: Int
         /// Failed (job status).
-        public var failed: Int
+        package var failed: Int
         /// Skipped by policy (job status).
-        public var skipped: Int
+        package var skipped: Int
         /// Delivery rows of the job in PostgreSQL.
-        public var rows: Int
+        package var rows: Int
         /// Relay CPU seconds over the fan-out.
-        public var relayCPUSeconds: Double
+        package var relayCPUSeconds: Double
         /// The same per 100,000 notifications.
-        public var relayCPUSecondsPer100k: Double
+        package var relayCPUSecondsPer100k: Double
         /// Largest relay RSS seen during the fan-out, MiB.
-        public var relayPeakRSSMiB: Double
+        package var relayPeakRSSMiB: Double
         /// Rows the fan-out inserted into PostgreSQL per second: its job, its pages and its delivery rows.
-        public var postgresRowsPerSecond: Double
+        package var postgresRowsPerSecond: Double
         /// Delivery rows per second over the fan-out.
-        public var deliveryRowsPerSecond: Double
+        package var deliveryRowsPerSecond: Double
         /// This fan-out's time over the previous (smaller) one's, and their sizes' ratio.
-        public var timeRatioToPrevious: Double?
+        package var timeRatioToPrevious: Double?
         /// Size over the previous size.
-        public var sizeRatioToPrevious: Double?
+        package var sizeRatioToPrevious: Double?
         /// This fan-out's rate over the engine baseline's.
-        public var rateOverEngine: Double?
+        package var rateOverEngine: Double?
         /// Every run of this size, in the order they ran, when it ran more than once (a short fan-out); the
         /// figures above are those of the run of median time.
-        public var runs: [FanOutRun]?
+        package var runs: [FanOutRun]?
     }
 
     /// One run of a fan-out size that ran several times.
-    public struct FanOutRun: Codable, Sendable {
+    package struct FanOutRun: Codable, Sendable {
         /// Its job.
-        public var jobID: String
+        package var jobID: String
         /// Request to the job completed, seconds.
-        public var seconds: Double
+        package var seconds: Double
         /// Devices over seconds.
-        public var notificationsPerSecond: Double
+        package var notificationsPerSecond: Double
         /// Its delivery rows.
-        public var rows: Int
+        package var rows: Int
         /// Its rate over the engine baseline's.
-        public var rateOverEngine: Double?
+        package var rateOverEngine: Double?
     }
 
     /// Idle connections.
-    public struct IdleConnections: Codable, Sendable {
+    package struct IdleConnections: Codable, Sendable {
         /// Connections opened (HELLO done) and left idle.
-        public var count: Int
+        package var count: Int
         /// Relay RSS before, MiB.
-        public var rssBeforeMiB: Double
+        package var rssBeforeMiB: Double
         /// Relay RSS with them open, MiB.
-        public var rssAfterMiB: Double
+        package var rssAfterMiB: Double
         /// `(after - before) / count`, KiB.
-        public var kibPerConnection: Double
+        package var kibPerConnection: Double
     }
 
     /// The relay over the whole run.
-    public struct RelayFigures: Codable, Sendable {
+    package struct RelayFigures: Codable, Sendable {
         /// Peak RSS (VmHWM), MiB.
-        public var peakRSSMiB: Double
+        package var peakRSSMiB: Double
         /// CPU seconds.
-        public var cpuSeconds: Double
+        package var cpuSeconds: Double
     }
 
     /// Delivery rows of one outcome and reason.
-    public struct Outcome: Codable, Sendable {
+    package struct Outcome: Codable, Sendable {
         /// delivered, token_dead, retry_later, configuration_fault or skipped.
-        public var outcome: String
+        package var outcome: String
         /// APNs reason or skip reason, `""` for none.
-        public var reason: String
+        package var reason: String
         /// Rows.
-        public var rows: Int
+        package var rows: Int
     }
 
     /// Accepted versus recorded.
-    public struct Accounting: Codable, Sendable {
+    package struct Accounting: Codable, Sendable {
         /// Notifications accepted (one per device or recipient of every acknowledged send).
-        public var accepted: Int
+        package var accepted: Int
         /// Delivery rows recorded for those sends.
-        public var recorded: Int
+        package var recorded: Int
         /// Jobs acknowledged.
-        public var jobs: Int
+        package var jobs: Int
         /// Jobs that completed.
-        public var jobsCompleted: Int
+        package var jobsCompleted: Int
         /// What does not add up; empty when everything accepted is accounted for.
-        public var problems: [String]
+        package var problems: [String]
 
         /// Whether every accepted notification has its row and every job completed.
-        public var consistent: Bool { problems.isEmpty && accepted == recorded && jobs == jobsCompleted }
+        package var consistent: Bool { problems.isEmpty && accepted == recorded && jobs == jobsCompleted }
     }
 
     /// One second of the run.
-    public struct TimelinePoint: Codable, Sendable {
+    package struct TimelinePoint: Codable, Sendable {
         /// Seconds since the run started.
-        public var t: Double
+        package var t: Double
         /// Deliveries APNs answered in this second (from `answered_at`).
-        public var answered: Int
+        package var answered: Int
         /// Median APNs latency of those, milliseconds.
-        public var p50Milliseconds: Double
+        package var p50Milliseconds: Double
         /// 99th percentile of the same.
-        public var p99Milliseconds: Double
+        package var p99Milliseconds: Double
         /// Relay RSS at that second, MiB (last reading).
-        public var relayRSSMiB: Double?
+        package var relayRSSMiB: Double?
     }
 }
 
 extension LoadTestReport {
     /// The report as people read it.
-    public var text: String {
+    package var text: String {
         var lines: [String] = []
         func f(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
         lines.append("# pushrelay load test, \(date)")
