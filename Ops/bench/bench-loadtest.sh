@@ -16,12 +16,19 @@
 #   LOADTEST_ARGS="..."                     more `pushrelay loadtest` options (see --help)
 #   PUSHRELAY_BIN                           use this binary instead of building one
 #   LOADTEST_RESULTS=Ops/results            where the report goes
+#   LOADTEST_APNS_LATENCY_MS=80             then the same fan-outs again with the simulator answering after this
+#                                           round trip (0 skips that run): report in $RESULTS/apns-<MS>ms/, and
+#                                           each fan-out's figure at both latencies with the ratio, printed and
+#                                           written to $RESULTS/loadtest-latency.txt
+#   LOADTEST_APNS_JITTER_MS=0               up to this much more per answer in that run
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 if [ -d /opt/swift/usr/bin ]; then export PATH="/opt/swift/usr/bin:$PATH"; fi
 RESULTS="${LOADTEST_RESULTS:-$ROOT/Ops/results}"
 FANOUTS="${LOADTEST_FANOUTS:-10000,100000,1000000}"
+LATENCY_MS="${LOADTEST_APNS_LATENCY_MS:-80}"
+JITTER_MS="${LOADTEST_APNS_JITTER_MS:-0}"
 if [ -z "${PUSHRELAY_BIN:-}" ]; then
     echo "bench-loadtest: building pushrelay (release)"
     swift build -c release --product pushrelay
@@ -83,3 +90,40 @@ print(f"accounting: {accounting['accepted']:,} accepted, {accounting['recorded']
       f"{'consistent' if not accounting['problems'] and accounting['accepted'] == accounting['recorded'] else 'INCONSISTENT'}")
 PY
 echo "bench-loadtest: report in ${RESULTS#"$ROOT"/}/loadtest-report.{json,txt,svg}, targets in loadtest-targets.txt"
+[ "$LATENCY_MS" -gt 0 ] || exit 0
+
+# The same fan-outs against an APNs that answers after Apple's round trip (no singles, groups or idle
+# connections: their figures are the loopback run's).
+LATENT="$RESULTS/apns-${LATENCY_MS}ms"
+mkdir -p "$LATENT"
+echo "bench-loadtest: the fan-outs again, the APNs simulator answering after ${LATENCY_MS} ms (+ up to ${JITTER_MS} ms)"
+# shellcheck disable=SC2086 # LOADTEST_ARGS is a list of options
+"$PUSHRELAY_BIN" loadtest --fan-outs "$FANOUTS" --output "$LATENT" --apns-latency-ms "$LATENCY_MS" \
+    --apns-latency-jitter-ms "$JITTER_MS" --singles 0 --groups 0 --idle-connections 0 --short-fan-out-runs 1 \
+    ${LOADTEST_ARGS:-}
+python3 - "$RESULTS/loadtest-report.json" "$LATENT/loadtest-report.json" "$commit" <<'PY' | tee "$RESULTS/loadtest-latency.txt"
+import json, sys
+
+loopback, latent = (json.load(open(path)) for path in sys.argv[1:3])
+latency = latent["configuration"].get("apns_latency_milliseconds", 0)
+jitter = latent["configuration"].get("apns_latency_jitter_milliseconds", 0)
+print(f"\n# fan-outs at 0 ms and at {latency} ms (+ up to {jitter} ms) of APNs round trip "
+      f"(commit {sys.argv[3]}, {latent['date']}, {latent['machine']})")
+print(f"{'fan-out':<12} {'0 ms notif/s':>14} {f'{latency} ms notif/s':>16} {'ratio':>8} {'peak RSS MiB':>14}  targets: "
+      f"ratio >= 90% at 80 ms (75% at 200 ms), RSS <= 300 MB")
+at_loopback = {f["size"]: f for f in loopback["fan_outs"]}
+for f in latent["fan_outs"]:
+    base = at_loopback.get(f["size"])
+    if not base:
+        continue
+    ratio = f["notifications_per_second"] / base["notifications_per_second"]
+    print(f"{f['size']:<12,} {base['notifications_per_second']:>14,.0f} {f['notifications_per_second']:>16,.0f} "
+          f"{100 * ratio:>7.1f}% {f['relay_peak_rss_mi_b']:>14.1f}")
+engine = (latent.get("engine_baseline") or {}).get("notifications_per_second")
+base_engine = (loopback.get("engine_baseline") or {}).get("notifications_per_second")
+if engine and base_engine:
+    print(f"{'engine alone':<12} {base_engine:>14,.0f} {engine:>16,.0f} {100 * engine / base_engine:>7.1f}%")
+accounting = latent["accounting"]
+print(f"accounting at {latency} ms: {accounting['accepted']:,} accepted, {accounting['recorded']:,} recorded, "
+      f"{'consistent' if not accounting['problems'] and accounting['accepted'] == accounting['recorded'] else 'INCONSISTENT'}")
+PY

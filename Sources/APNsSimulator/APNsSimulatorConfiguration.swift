@@ -68,8 +68,12 @@ public struct APNsSimulatorFaults: Sendable {
     /// After this many requests a connection stops reading and writing anything, PING ACKs included,
     /// while its TCP connection stays open.
     public var stallAfter: Int?
-    /// Delay before each response is sent (a scheduled task on the connection's event loop).
+    /// Delay before each response is sent (a scheduled task on the connection's event loop): Apple's round
+    /// trip, which a relay far from it waits for on every request.
     public var latency: TimeAmount = .zero
+    /// Up to this much more delay, drawn uniformly for each response, so that answers do not come back in the
+    /// order the requests went out.
+    public var latencyJitter: TimeAmount = .zero
 
     /// No faults.
     public init() {}

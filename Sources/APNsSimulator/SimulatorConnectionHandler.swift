@@ -259,12 +259,16 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
                 receivedAt: now
             )
         }
-        guard faults.latency > .zero else {
+        guard faults.latency > .zero || faults.latencyJitter > .zero else {
             send(answer, context: context)
             return
         }
+        var delay = faults.latency
+        if faults.latencyJitter > .zero {
+            delay = delay + .nanoseconds(Int64.random(in: 0...faults.latencyJitter.nanoseconds, using: &random))
+        }
         delayed.insert(streamID)
-        context.eventLoop.assumeIsolated().scheduleTask(in: faults.latency) {
+        context.eventLoop.assumeIsolated().scheduleTask(in: delay) {
             self.delayed.remove(streamID)
             self.send(answer, context: context)
             self.flush(context: context)

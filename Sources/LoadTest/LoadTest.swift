@@ -92,6 +92,8 @@ final class LoadTestRun: Sendable {
                 groupSize: options.groupSize, backendConnections: tenants.count,
                 idleConnections: options.idleConnections,
                 baselineCount: options.baselineCount, apnsConnections: options.apnsConnections,
+                apnsLatencyMilliseconds: options.apnsLatencyMilliseconds,
+                apnsLatencyJitterMilliseconds: options.apnsLatencyJitterMilliseconds,
                 tenants: tenants.map { .init(id: $0.id, devices: $0.devices, notificationType: $0.notificationType) },
                 tenantChanges:
                     "notifications_per_second \(options.notificationsPerSecond); topic \(RunTenant.topic) added; "
@@ -200,6 +202,10 @@ final class LoadTestRun: Sendable {
         for bundleID in Set(tenants.flatMap { $0.configuration.bundleIDs.keys }).sorted() {
             arguments += ["--topic", bundleID]
         }
+        arguments += [
+            "--latency-ms", "\(options.apnsLatencyMilliseconds)",
+            "--latency-jitter-ms", "\(options.apnsLatencyJitterMilliseconds)",
+        ]
         let process = try ChildProcess(
             name: "apns-sim", executable: options.executable, arguments: arguments,
             logFile: options.workDirectory + "/apns-sim.log"

@@ -20,6 +20,10 @@ package struct LoadTestOptions: Sendable {
     package var baselineCount = 200_000
     /// HTTP/2 connections per APNs pool, for the relay and the baseline.
     package var apnsConnections = 2
+    /// Milliseconds the run's APNs simulator waits before each answer (Apple's round trip; 0: loopback).
+    package var apnsLatencyMilliseconds = 0
+    /// Up to this many milliseconds more, drawn for each answer.
+    package var apnsLatencyJitterMilliseconds = 0
     /// The tenants' ids, in the order fan-outs are given to them (smallest fan-out first).
     package var tenantIDs = ["argus", "familyportal", "circl", "anky"]
     /// Folder of the tenant files the run's tenants are made from.
@@ -53,6 +57,8 @@ package struct LoadTestOptions: Sendable {
         guard singles >= 0, groups >= 0, groupSize > 0, groupSize <= 10_000, idleConnections >= 0,
             baselineCount >= 0, apnsConnections > 0, notificationsPerSecond > 0
         else { throw LoadTestError("counts must not be negative; group size 1-10,000; APNs connections > 0") }
+        guard (0...10_000).contains(apnsLatencyMilliseconds), (0...10_000).contains(apnsLatencyJitterMilliseconds)
+        else { throw LoadTestError("the APNs latency and its jitter must be 0-10,000 ms") }
         guard (1...25).contains(shortFanOutRuns) else { throw LoadTestError("short fan-out runs must be 1-25") }
         guard !tenantIDs.isEmpty else { throw LoadTestError("no tenants") }
     }

@@ -47,6 +47,11 @@ package struct LoadTestReport: Codable, Sendable {
         package var baselineCount: Int
         /// HTTP/2 connections per APNs pool, for the relay and the baseline.
         package var apnsConnections: Int
+        /// Milliseconds the APNs simulator waited before each answer, and up to how many more (absent in
+        /// reports made before the option: 0).
+        package var apnsLatencyMilliseconds: Int?
+        /// Up to how many milliseconds more it waited, drawn for each answer.
+        package var apnsLatencyJitterMilliseconds: Int?
         /// The tenants, with the device count and the notification type each got.
         package var tenants: [Tenant]
         /// How the tenant files were changed for the run.
@@ -258,6 +263,10 @@ extension LoadTestReport {
         func f(_ value: Double, _ digits: Int = 0) -> String { String(format: "%.\(digits)f", value) }
         lines.append("# pushrelay load test, \(date)")
         lines.append("machine: \(machine)")
+        lines.append(
+            "APNs round trip (simulator): \(configuration.apnsLatencyMilliseconds ?? 0) ms"
+                + ((configuration.apnsLatencyJitterMilliseconds ?? 0) > 0
+                    ? " + up to \(configuration.apnsLatencyJitterMilliseconds ?? 0) ms jitter" : ""))
         lines.append(
             "tenants: "
                 + configuration.tenants.map { "\($0.id) \($0.devices) devices (\($0.notificationType))" }

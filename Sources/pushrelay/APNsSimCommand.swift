@@ -63,6 +63,11 @@ struct APNsSimCommand: AsyncParsableCommand {
     @Option(name: .customLong("latency-ms"), help: "Delay every response by this many milliseconds.")
     var latencyMilliseconds: Int64 = 0
 
+    @Option(
+        name: .customLong("latency-jitter-ms"),
+        help: "Delay every response by up to this many milliseconds more, drawn for each response.")
+    var latencyJitterMilliseconds: Int64 = 0
+
     @Option(help: "Seed of the random faults (default: random).")
     var seed: UInt64?
 
@@ -87,6 +92,7 @@ struct APNsSimCommand: AsyncParsableCommand {
         if threads < 1 { throw ValidationError("--threads must be at least 1") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         if latencyMilliseconds < 0 { throw ValidationError("--latency-ms must not be negative") }
+        if latencyJitterMilliseconds < 0 { throw ValidationError("--latency-jitter-ms must not be negative") }
         for (name, value) in [
             ("--goaway-after", goawayAfter), ("--refuse-stream-every", refuseStreamEvery), ("--drop-after", dropAfter),
             ("--stall-after", stallAfter),
@@ -145,6 +151,7 @@ struct APNsSimCommand: AsyncParsableCommand {
         faults.dropConnectionAfter = dropAfter
         faults.stallAfter = stallAfter
         faults.latency = .milliseconds(latencyMilliseconds)
+        faults.latencyJitter = .milliseconds(latencyJitterMilliseconds)
         return faults
     }
 

@@ -39,6 +39,14 @@ struct LoadTestCommand: AsyncParsableCommand {
     var baselineCount = 200_000
     @Option(help: "HTTP/2 connections per APNs pool, for the relay and the baseline.")
     var apnsConnections = 2
+    @Option(
+        name: .customLong("apns-latency-ms"),
+        help: "Milliseconds the run's APNs simulator waits before each answer, as Apple's round trip (0: loopback).")
+    var apnsLatencyMilliseconds = 0
+    @Option(
+        name: .customLong("apns-latency-jitter-ms"),
+        help: "Up to this many milliseconds more before each answer, drawn for each.")
+    var apnsLatencyJitterMilliseconds = 0
     @Option(help: "Tenant ids, comma-separated: fan-outs go to them in this order, smallest first.")
     var tenantIds = "argus,familyportal,circl,anky"
     @Option(help: "Folder of tenant files.")
@@ -68,6 +76,8 @@ struct LoadTestCommand: AsyncParsableCommand {
         options.idleConnections = idleConnections
         options.baselineCount = baselineCount
         options.apnsConnections = apnsConnections
+        options.apnsLatencyMilliseconds = apnsLatencyMilliseconds
+        options.apnsLatencyJitterMilliseconds = apnsLatencyJitterMilliseconds
         options.tenantIDs = tenantIds.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         options.tenantsFolder = tenants
         options.progressInterval = progressInterval

@@ -119,6 +119,32 @@ struct EngineTests {
         }
     }
 
+    @Test func theSimulatorsRoundTripIsItsLatencyPlusAJitterDrawnForEachAnswer() async throws {
+        try await Harness.run(configure: {
+            $0.faults.latency = .milliseconds(40)
+            $0.faults.latencyJitter = .milliseconds(80)
+        }) { h in
+            let pool = try await h.pool()
+            let (answers, continuation) = AsyncStream.makeStream(of: (Int, ContinuousClock.Instant).self)
+            let start = ContinuousClock.now
+            pool.send((0..<30).map { _ in Harness.notification() }) { position, result in
+                if case .success(let report) = result, report.outcome == .delivered {
+                    continuation.yield((position, ContinuousClock.now))
+                }
+            }
+            var elapsed: [Duration] = []
+            for await (_, at) in answers {
+                elapsed.append(at - start)
+                if elapsed.count == 30 { break }
+            }
+            #expect(elapsed.count == 30)
+            // Never sooner than the latency; the answers spread over the jitter instead of coming together.
+            #expect(elapsed.allSatisfy { $0 >= .milliseconds(40) }, "\(elapsed)")
+            #expect(elapsed.max()! - elapsed.min()! >= .milliseconds(20), "\(elapsed)")
+            await pool.shutdown()
+        }
+    }
+
     @Test func anAnswerHandlerHearsThePoolsRefusals() async throws {
         try await Harness.run(configure: { $0.faults.latency = .milliseconds(300) }) { h in
             let pool = try await Self.failFastPool(h)
