@@ -41,9 +41,9 @@ public final class FanOutWorker: Sendable {
     private let writer: DeliveryWriter
     private let logger: Logger
     /// Wakes one idle planner at a time (a job was accepted; a planner that found a job passes it on).
-    private let planners = WakeSignal()
+    private let plannerWake = WakeSignal()
     /// Wakes one idle page loop at a time (a page was written; a loop that found a page passes it on).
-    private let pageLoops = WakeSignal()
+    private let pageLoopWake = WakeSignal()
     /// Jobs this process accepts leased to its waiting planners, which plan them without claiming them.
     private let jobHandoff = Handoff<JobRecord>()
     /// Pages this process is sending, by job and page number.
@@ -76,7 +76,7 @@ public final class FanOutWorker: Sendable {
 
     /// Wakes an idle planner at once: a job was accepted.
     func wake() {
-        planners.wakeOne()
+        plannerWake.wakeOne()
     }
 
     /// Promises the job about to be accepted to a planner of this process that waits for work: the job is
@@ -89,7 +89,7 @@ public final class FanOutWorker: Sendable {
     /// Gives a promised planner the job just accepted leased to it: the planner plans it without claiming it.
     func handToPlanner(_ job: JobRecord) {
         jobHandoff.hand(job)
-        planners.wakeOne()
+        plannerWake.wakeOne()
     }
 
     /// Withdraws a planner's promise: the job was not written leased to this process.
@@ -132,8 +132,8 @@ public final class FanOutWorker: Sendable {
         var sinceRenewal = Duration.zero
         while !Task.isCancelled {
             try? await Task.sleep(for: tuning.idlePoll)
-            planners.wakeOne()
-            pageLoops.wakeOne()
+            plannerWake.wakeOne()
+            pageLoopWake.wakeOne()
             sinceRenewal += tuning.idlePoll
             guard sinceRenewal >= tuning.lease / 3, !Task.isCancelled else { continue }
             sinceRenewal = .zero
@@ -151,8 +151,8 @@ public final class FanOutWorker: Sendable {
                 logger.warning("could not complete finished jobs", metadata: ["error": "\(error)"])
             }
         }
-        planners.close()
-        pageLoops.close()
+        plannerWake.close()
+        pageLoopWake.close()
     }
 
     // MARK: Planning
@@ -166,14 +166,14 @@ public final class FanOutWorker: Sendable {
             do {
                 if let job = try await store.claimJobForPlanning(owner: owner, lease: tuning.lease) {
                     // More jobs may be waiting: another planner looks.
-                    planners.wakeOne()
+                    plannerWake.wakeOne()
                     await plan(job, claimed: true)
                     continue
                 }
             } catch {
                 logger.warning("planner could not claim a job", metadata: ["error": "\(error)"])
             }
-            await jobHandoff.waitIdle(on: planners)
+            await jobHandoff.waitIdle(on: plannerWake)
         }
     }
 
@@ -194,7 +194,7 @@ public final class FanOutWorker: Sendable {
                     held.withLock { $0["\(page.jobID)/\(page.page)"] = HeldPage(page) }
                     handoff.hand((page, devices))
                 },
-                pageWritten: pageLoops.wakeOne)
+                pageWritten: pageLoopWake.wakeOne)
             try await planner.writePages()
             try await store.finishPlanning(jobID: job.id, owner: owner)
             log.debug("job planned", metadata: ["last page": "\(planner.nextPage - 1)"])
@@ -244,7 +244,7 @@ public final class FanOutWorker: Sendable {
             do {
                 if let page = try await store.claimJobPage(owner: owner, lease: tuning.lease) {
                     // More pages may be due: another loop looks.
-                    pageLoops.wakeOne()
+                    pageLoopWake.wakeOne()
                     // A topic page this process planned moments ago comes with the devices its planner read.
                     let planned =
                         page.topicRange != nil && page.claims == 1
@@ -255,7 +255,7 @@ public final class FanOutWorker: Sendable {
             } catch {
                 logger.warning("could not claim a page", metadata: ["error": "\(error)"])
             }
-            await handoff.waitIdle(on: pageLoops)
+            await handoff.waitIdle(on: pageLoopWake)
         }
     }
 
