@@ -305,6 +305,22 @@ extension RelayStore {
         ) == 1
     }
 
+    /// Extends `owner`'s planning lease on a job it is still planning by `lease` from now, so that a planning
+    /// that lasts longer than one lease is not taken over. Returns `false` when `owner` no longer holds it.
+    @discardableResult
+    public func renewPlanningLease(jobID: String, owner: String, lease: Duration) async throws(RelayStoreError)
+        -> Bool
+    {
+        guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
+        return try await countRows(
+            """
+            UPDATE jobs SET planning_until = now() + \(interval: lease), updated_at = now()
+            WHERE id = \(uuid) AND planning_owner = \(owner) AND planned_at IS NULL
+            RETURNING 1::int8
+            """
+        ) == 1
+    }
+
     /// Marks a job planned by `owner`: `running`, or `completed` at once when it has no page left to send.
     /// Returns `false` when `owner` no longer holds the planning lease (another planner took over).
     @discardableResult

@@ -120,6 +120,24 @@ struct JobCompletionTests {
         }
     }
 
+    @Test("a planner renewing its planning lease keeps the job past the first lease; only the owner renews")
+    func planningLeaseRenewed() async throws {
+        try await withTenantStore { store in
+            let job = try await store.createJob(
+                tenant: "circl", notificationType: "message", idempotencyKey: nil, request: [], sendAt: nil,
+                plannedBy: "relay-a", planningLease: .seconds(1)
+            ).job
+            #expect(try await store.renewPlanningLease(jobID: job.id, owner: "relay-b", lease: .seconds(30)) == false)
+            #expect(try await store.renewPlanningLease(jobID: job.id, owner: "relay-a", lease: .seconds(30)))
+            // The first lease (1 s) has run out; the renewed one has not: nobody else takes the job.
+            try await Task.sleep(for: .milliseconds(1_500))
+            #expect(try await store.claimJobForPlanning(owner: "relay-b", lease: .seconds(30)) == nil)
+            #expect(try await store.finishPlanning(jobID: job.id, owner: "relay-a"))
+            // A planned job's lease is not renewed any more.
+            #expect(try await store.renewPlanningLease(jobID: job.id, owner: "relay-a", lease: .seconds(30)) == false)
+        }
+    }
+
     @Test("a job accepted leased to a planner is planned by it without a claim; one for later is not leased")
     func acceptedLeasedToPlanner() async throws {
         try await withTenantStore { store in

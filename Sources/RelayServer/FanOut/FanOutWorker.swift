@@ -48,6 +48,8 @@ public final class FanOutWorker: Sendable {
     private let jobHandoff = Handoff<JobRecord>()
     /// Pages this process is sending, by job and page number.
     private let held = Mutex<[String: HeldPage]>([:])
+    /// Jobs this process's planners are planning: the ticker renews their planning leases.
+    private let planning = Mutex<Set<String>>([])
     /// Pages the planners lease to this process's waiting page loops as they write them, with their devices.
     private let handoff = Handoff<(page: JobPage, devices: [DeviceTarget])>()
     /// Devices of the pages the planners wrote for any process to claim, for this process's loops.
@@ -126,7 +128,7 @@ public final class FanOutWorker: Sendable {
 
     /// Wakes an idle planner and an idle page loop every ``FanOutTuning/idlePoll`` (work of other processes, pages falling
     /// due: each passes the wake on when it finds work); every third of a lease, renews the leases of the pages
-    /// being sent and completes the jobs whose last page's completion was cut short
+    /// being sent and of the jobs being planned, and completes the jobs whose last page's completion was cut short
     /// (`RelayStore.completeFinishedJobs`); at cancellation, releases the loops for good.
     private func tick() async {
         var sinceRenewal = Duration.zero
@@ -140,6 +142,14 @@ public final class FanOutWorker: Sendable {
             for held in held.withLock({ Array($0.values) }) {
                 let kept = (try? await store.renewJobPageLease(held.page, owner: owner, lease: tuning.lease)) ?? false
                 if !kept { held.lost.store(true, ordering: .relaxed) }
+            }
+            for jobID in planning.withLock({ Array($0) }) {
+                let kept =
+                    (try? await store.renewPlanningLease(jobID: jobID, owner: owner, lease: tuning.lease)) ?? false
+                if !kept {
+                    logger.warning(
+                        "planning lease lost; another planner may take the job", metadata: ["job": "\(jobID)"])
+                }
             }
             do {
                 let completed = try await store.completeFinishedJobs()
@@ -182,6 +192,9 @@ public final class FanOutWorker: Sendable {
         var log = logger
         log[metadataKey: "tenant"] = "\(job.tenantID)"
         log[metadataKey: "job"] = "\(job.id)"
+        // Planned under a lease the ticker renews, however long the audience takes to write.
+        planning.withLock { _ = $0.insert(job.id) }
+        defer { _ = planning.withLock { $0.remove(job.id) } }
         do {
             let (plan, _) = try await sendPlan(for: job)
             let earlierPages = claimed ? try await store.listedPagesWritten(jobID: job.id) : nil
