@@ -87,43 +87,34 @@ ge() { [ "$1" -ge "$2" ]; }
 
 # --- processes -----------------------------------------------------------------------------------
 
-# Stops a process we started: SIGTERM, then SIGKILL after `$2` seconds (default 30).
+# Stops a process we started: SIGTERM, then SIGKILL after `$2` seconds (default 30); sets FL_STOP_STATUS to its
+# exit status (127 when it is not this shell's child).
 fl_stop_pid() {
     local pid="$1" grace="${2:-30}"
-    kill -0 "$pid" 2>/dev/null || {
-        wait "$pid" 2>/dev/null || true
-        return 0
-    }
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $((grace * 10))); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
+    FL_STOP_STATUS=0
     if kill -0 "$pid" 2>/dev/null; then
-        echo "$NAME: pid $pid did not stop within ${grace}s of SIGTERM; killing it" >&2
-        kill -KILL "$pid" 2>/dev/null || true
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 $((grace * 10))); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "$NAME: pid $pid did not stop within ${grace}s of SIGTERM; killing it" >&2
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
     fi
-    wait "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || FL_STOP_STATUS=$?
 }
 
 # Stops relay `$1` (SIGTERM, then SIGKILL after `$2` seconds, default 30) and sets RELAY_STATUS[$1] to its exit
 # status ("" when it is not this shell's child: a relay another program restarted).
 relay_stop() {
-    local name="$1" grace="${2:-30}" pid="${RELAY_PID[$1]:-}" status=0
+    local name="$1" pid="${RELAY_PID[$1]:-}"
     unset "RELAY_PID[$name]"
     RELAY_STATUS[$name]=""
     [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 $((grace * 10))); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "$NAME: relay $name (pid $pid) did not stop within ${grace}s of SIGTERM; killing it" >&2
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || status=$?
-    if [ "$status" -ne 127 ]; then RELAY_STATUS[$name]="$status"; fi
+    fl_stop_pid "$pid" "${2:-30}"
+    if [ "$FL_STOP_STATUS" -ne 127 ]; then RELAY_STATUS[$name]="$FL_STOP_STATUS"; fi
 }
 
 fl_pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }

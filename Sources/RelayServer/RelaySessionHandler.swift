@@ -37,21 +37,21 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     let configuration: RelayServerConfiguration
     var logger: Logger
     var state = State.awaitingHello
-    var parser: FrameParser
-    var encoder = FrameEncoder()
-    var inbound: ByteBuffer?
+    private var parser: FrameParser
+    private var encoder = FrameEncoder()
+    private var inbound: ByteBuffer?
     var inFlight: Set<UInt32> = []
-    var pendingRead = false
+    private var pendingRead = false
     var subscriptions: [UInt32: UUID] = [:]
     var queuedEvents: [(UInt32, Pushrelay_V1_ResultEvent)] = []
     var droppedEvents = 0
-    var helloTimer: Scheduled<Void>?
-    var idleTimer: RepeatedTask?
-    var rightsTimer: RepeatedTask?
-    var checkingRights = false
+    private var helloTimer: Scheduled<Void>?
+    private var idleTimer: RepeatedTask?
+    private var rightsTimer: RepeatedTask?
+    private var checkingRights = false
     /// Closes the connection when its answers have waited for the peer for the write-stall timeout.
-    var stallTimer: Scheduled<Void>?
-    var lastActivity = NIODeadline.now()
+    private var stallTimer: Scheduled<Void>?
+    private var lastActivity = NIODeadline.now()
     /// The credential's key in the request limiter: its public prefix, never the secret.
     var limiterKey = ""
 
@@ -123,7 +123,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
     }
 
-    var readingPaused: Bool {
+    private var readingPaused: Bool {
         switch state {
         case .authenticating, .closing, .closed: true
         case .awaitingHello, .open:
@@ -181,9 +181,9 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     /// Whether ``processInbound(context:)`` goes on in a later event-loop turn.
-    var nextTurnScheduled = false
+    private var nextTurnScheduled = false
 
-    func continueInNextTurn(context: ChannelHandlerContext) {
+    private func continueInNextTurn(context: ChannelHandlerContext) {
         guard !nextTurnScheduled else { return }
         nextTurnScheduled = true
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -298,7 +298,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         }
     }
 
-    func helloOK(_ tenant: String) -> Pushrelay_V1_HelloOk {
+    private func helloOK(_ tenant: String) -> Pushrelay_V1_HelloOk {
         var ok = Pushrelay_V1_HelloOk()
         ok.version = UInt32(ProtocolLimits.currentVersion)
         ok.tenant = tenant
@@ -317,7 +317,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     /// Checks every ``ConnectionBounds/rightsCheckInterval`` that the credential is not revoked and its tenant not disabled; when
     /// either is, says so with an ERROR (request id 0) and closes, so that a subscription or an idle connection
     /// loses its rights too.
-    func startRightsChecks(context: ChannelHandlerContext) {
+    private func startRightsChecks(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let interval = TimeAmount(ConnectionBounds.rightsCheckInterval)
         rightsTimer = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
@@ -383,8 +383,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     /// While buffered frames are handled, answers are written and flushed once at the end.
-    var batchingWrites = false
-    var unflushedWrites = false
+    private var batchingWrites = false
+    private var unflushedWrites = false
 
     func write(kind: FrameKind, requestID: UInt32, message: some SwiftProtobuf.Message, flush: Bool = true) {
         guard let context, state != .closed else { return }
@@ -405,7 +405,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     }
 
     /// Flushes what was written, unless buffered frames are being handled (their end flushes).
-    func flushWrites(context: ChannelHandlerContext) {
+    private func flushWrites(context: ChannelHandlerContext) {
         guard unflushedWrites, !batchingWrites else { return }
         unflushedWrites = false
         context.flush()
@@ -451,7 +451,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    func stopTimersAndSubscriptions() {
+    private func stopTimersAndSubscriptions() {
         helloTimer?.cancel()
         helloTimer = nil
         idleTimer?.cancel()

@@ -8,7 +8,7 @@ extension RelayStore {
     /// and then calls ``finishPlanning(jobID:owner:)``. Jobs are taken with `FOR UPDATE SKIP LOCKED`, so
     /// several processes plan different jobs.
     public func claimJobForPlanning(owner: String, lease: Duration) async throws(RelayStoreError) -> JobRecord? {
-        do {
+        return try await mappingErrors {
             for row in try await database.query(
                 """
                 UPDATE jobs j SET planning_owner = \(owner),
@@ -29,10 +29,6 @@ extension RelayStore {
                 return try Self.job(from: row.decode(JobColumns.self))
             }
             return nil
-        } catch let error as RelayStoreError {
-            throw error
-        } catch {
-            throw relayStoreError(from: error)
         }
     }
 

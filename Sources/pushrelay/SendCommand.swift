@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PushRelayClient
 import PushRelayProtocol
+import RelayServer
 
 /// `pushrelay send`: one notification through a running relay, over the wire protocol. For operators and
 /// cron jobs (anky's 05:30 UTC prompt is `30 5 * * * pushrelay send --tenant anky --type daily_prompt ...`).
@@ -69,7 +70,9 @@ struct SendCommand: AsyncParsableCommand {
     var wait = false
 
     func run() async throws {
-        guard let address = RelayAddress(relay) else { throw Failure(message: "--relay must be host:port") }
+        guard let address = ServeSettings.hostAndPort(relay) else {
+            throw Failure(message: "--relay must be host:port")
+        }
         guard let credential = credential ?? ProcessInfo.processInfo.environment["PUSHRELAY_CREDENTIAL"] else {
             throw Failure(message: "give --credential or set PUSHRELAY_CREDENTIAL")
         }
@@ -136,19 +139,5 @@ struct SendCommand: AsyncParsableCommand {
         request.idempotencyKey = idempotencyKey ?? ""
         request.wait = wait
         return request
-    }
-}
-
-/// A `host:port` pair.
-struct RelayAddress {
-    var host: String
-    var port: Int
-
-    init?(_ text: String) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
-            (0...65535).contains(port), colon > text.startIndex
-        else { return nil }
-        self.host = String(text[..<colon])
-        self.port = port
     }
 }

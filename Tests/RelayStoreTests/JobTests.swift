@@ -55,6 +55,25 @@ struct JobTests {
         }
     }
 
+    @Test(
+        "a stored row the store cannot read is a corrupt row, which retrying does not fix; not an unavailable database")
+    func unreadableRowIsCorrupt() async throws {
+        try await withTenantStore { store in
+            let job = try await store.createJob(
+                tenant: "circl", notificationType: "message", idempotencyKey: nil, request: []
+            ).job
+            // Only a hand-edited database holds such a row: the schema refuses it.
+            try await execute("ALTER TABLE jobs DROP CONSTRAINT jobs_state_check", in: store)
+            try await execute("UPDATE jobs SET state = 'bogus' WHERE id = '\(job.id)'", in: store)
+            let error = await #expect(throws: RelayStoreError.self) {
+                _ = try await store.job(tenant: "circl", id: job.id)
+            }
+            #expect(error?.code == .corruptRow, "\(String(describing: error))")
+            #expect(error?.isTransient == false)
+            #expect(error?.detail.contains("bogus") == true)
+        }
+    }
+
     @Test("job ids are UUIDs of version 7: the creation time's milliseconds first, so a later job's id sorts after")
     func jobIDsAreTimeOrdered() async throws {
         try await withTenantStore { store in

@@ -44,7 +44,9 @@ extension PageSender {
                 next += 1
                 let device = devices[index]
                 let startedAt = passes.startTime()
-                switch await pools.pool(for: device.environment, allowed: plan.environments, passes: &passes) {
+                var lookup = pools.known(device.environment, allowed: plan.environments)
+                if lookup == nil { lookup = await pools.lookUp(device.environment, passes: &passes) }
+                switch lookup! {
                 case .success(let pool):
                     let notification = APNsNotification(
                         deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType,

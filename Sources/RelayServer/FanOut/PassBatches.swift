@@ -90,16 +90,20 @@ extension PageSender {
             self.registry = registry
         }
 
-        /// The pool for `environment`, or why there is none: an environment the send does not name (a
-        /// configuration fault), or a pool that cannot be built (tried again later). A lookup that went to the
-        /// registry ends the pass's shared start time.
-        mutating func pool(
-            for environment: APNsEnvironment, allowed: Set<APNsEnvironment>, passes: inout PassBatches
-        ) async -> Result<APNsPool, Refusal> {
+        /// The pool for `environment` or why there is none, when that is known without the registry: an
+        /// environment the send does not name (a configuration fault), or one looked up before. `nil`: look it up.
+        func known(_ environment: APNsEnvironment, allowed: Set<APNsEnvironment>) -> Result<APNsPool, Refusal>? {
             guard allowed.contains(environment) else {
                 return .failure(Refusal(outcome: .configurationFault, reason: "EnvironmentNotConfigured"))
             }
-            if let known = byEnvironment[environment] { return known }
+            return byEnvironment[environment]
+        }
+
+        /// Looks the pool for `environment` up in the registry, once per page: the pool, or a pool that cannot be
+        /// built (tried again later). The lookup ends the pass's shared start time.
+        mutating func lookUp(_ environment: APNsEnvironment, passes: inout PassBatches) async -> Result<
+            APNsPool, Refusal
+        > {
             let found: Result<APNsPool, Refusal>
             do throws(ProtocolError) {
                 found = .success(try await registry.pool(tenant: tenant, environment: environment))

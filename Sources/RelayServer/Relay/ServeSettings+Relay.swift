@@ -88,8 +88,9 @@ extension ServeSettings {
         return configuration
     }
 
-    /// `text` as host and port (`host:port`, the port 0–65535), or `nil`.
-    static func hostAndPort(_ text: String) -> (host: String, port: Int)? {
+    /// `text` as host and port (`host:port`, the port 0–65535), or `nil`: how every address setting and flag
+    /// of `pushrelay` is read.
+    package static func hostAndPort(_ text: String) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":"), colon > text.startIndex,
             let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
         else { return nil }
