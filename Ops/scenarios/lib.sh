@@ -318,15 +318,17 @@ fl_read_accounting() {
     done <<<"$1"
 }
 
-# The most devices a crash may leave sent but unrecorded, from the fan-out's tuning (FanOutTuning):
-# (sendsInFlightPerPage + 2 x recordBatch) per page being sent, pageLoops pages at once.
+# The most devices a crash may leave sent but unrecorded, from the fan-out's tuning (FanOutTuning): the send
+# window + 2 x recordBatch per page being sent, pageLoops pages at once. The window is minimumSendsInFlight on
+# loopback, where the scenarios run (it grows with the round trip to APNs: SendWindow; the relay's metric
+# pushrelay_fanout_send_window shows it).
 fl_duplicate_window() {
     local source="$ROOT/Sources/RelayServer/FanOut/FanOutTuning.swift" in_flight batch loops
-    in_flight="$(grep -oE 'var sendsInFlightPerPage = [0-9_]+' "$source" | grep -oE '[0-9_]+$' | tr -d _)"
+    in_flight="$(grep -oE 'var minimumSendsInFlight = [0-9_]+' "$source" | grep -oE '[0-9_]+$' | tr -d _)"
     batch="$(grep -oE 'var recordBatch = [0-9_]+' "$source" | grep -oE '[0-9_]+$' | tr -d _)"
     loops="$(grep -oE 'var pageLoops = [0-9_]+' "$source" | grep -oE '[0-9_]+$' | tr -d _)"
     [ -n "$in_flight" ] && [ -n "$batch" ] && [ -n "$loops" ] || fail "cannot read FanOutTuning's values"
-    echo $(((in_flight + 2 * batch) * loops))
+    echo $((in_flight + 2 * batch * loops))
 }
 
 # fl_start_relays_behind_haproxy: relays A, B and C on the one cluster (`fl_start_relay`, with FL_RELAY_ARGS),

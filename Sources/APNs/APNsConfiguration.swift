@@ -33,8 +33,15 @@ public struct APNsPoolConfiguration: Sendable {
     public var credential: APNsCredential
     /// A PEM file of CA certificates to trust instead of the system's (the simulator's CA in tests).
     public var caFile: String?
-    /// How many HTTP/2 connections the pool keeps open (at least 1; default 2).
+    /// How many HTTP/2 connections the pool keeps open however idle: its floor (at least 1; default 2).
     public var connections: Int = 2
+    /// How many HTTP/2 connections the pool may open while its streams stay near the peers' limits: its cap
+    /// (default 16; a cap below ``connections`` is ``connections``, a pool of a fixed size). At a round trip of
+    /// R seconds a connection of S streams carries at most S / R notifications a second: 16 connections of
+    /// APNs' 1,000 streams carry 80,000 a second at 200 ms, more than one pool's event loop sends.
+    public var maximumConnections: Int = 16
+    /// How long a connection above the floor may go without a new stream before it is closed.
+    public var idleConnectionTimeout: TimeAmount = .minutes(5)
     /// Our own cap on streams per connection, below whatever the peer allows.
     public var maximumStreamsPerConnection: Int = 1000
     /// How many requests may wait for a free stream before the pool is full.

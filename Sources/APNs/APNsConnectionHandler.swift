@@ -80,6 +80,12 @@ final class APNsConnectionHandler: ChannelInboundHandler {
     /// Streams in flight now.
     var streamsInFlight: Int { state.streams.count }
 
+    /// Streams opened since the connection began.
+    var streamsOpened: Int { state.streams.opened }
+
+    /// How many streams may be in flight at once now (``ConnectionStateMachine/streamLimit``).
+    var streamLimit: Int { state.streamLimit }
+
     /// Whether APNs has answered 200 on this connection: it authenticated and is known good.
     var hasDelivered: Bool { state.hasDelivered }
 

@@ -108,6 +108,25 @@ extension APNsPool {
         handlers.firstIndex { $0 === connection }
     }
 
+    // MARK: Sizing
+
+    /// Connects the slots the pool's load needs beyond those in use (``PoolStateMachine/grow(_:)``).
+    func grow() {
+        for growth in state.grow(self) {
+            logger.debug("APNs pool grows", metadata: ["slot": "\(growth.slot)"])
+            connect(slot: growth.slot, attempt: growth.attempt)
+        }
+    }
+
+    /// Closes the idle connection of slot `index`, which went out of use: it has no stream in flight.
+    func retire(slot index: Int) {
+        guard let handler = handlers[index] else { return }
+        logger.debug("APNs pool shrinks", metadata: ["slot": "\(index)", "connection": "\(handler.id)"])
+        handlers[index] = nil
+        draining[ObjectIdentifier(handler)] = handler
+        handler.close()
+    }
+
     // MARK: Sending
 
     /// Dispatches the queue to the connection of slot `index` while it has free streams.
@@ -216,5 +235,17 @@ extension APNsPool: PoolConnections {
 
     var streamsInFlight: Int {
         handlers.reduce(0) { $0 + ($1?.streamsInFlight ?? 0) } + draining.values.reduce(0) { $0 + $1.streamsInFlight }
+    }
+
+    func streamsInFlight(slot index: Int) -> Int {
+        handlers[index]?.streamsInFlight ?? 0
+    }
+
+    func streamsOpened(slot index: Int) -> Int {
+        handlers[index]?.streamsOpened ?? 0
+    }
+
+    func streamLimit(slot index: Int) -> Int {
+        handlers[index]?.streamLimit ?? 0
     }
 }

@@ -58,8 +58,8 @@ public final class APNsPool: @unchecked Sendable {
         let host = configuration.endpoint.host
         self.serverHostname = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
         self.state = PoolStateMachine(configuration: .init(configuration))
-        self.handlers = Array(repeating: nil, count: configuration.connections)
-        self.reconnectTasks = Array(repeating: nil, count: configuration.connections)
+        self.handlers = Array(repeating: nil, count: state.slots.count)
+        self.reconnectTasks = Array(repeating: nil, count: state.slots.count)
         let interval = configuration.housekeepingInterval
         self.housekeeping = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) {
             [weak self] _ in self?.houseKeep()
@@ -68,8 +68,10 @@ public final class APNsPool: @unchecked Sendable {
 
     // MARK: Public API
 
-    /// Opens every connection (TCP, TLS with ALPN h2, the peer's first SETTINGS) and returns when
-    /// each has either become ready or failed; throws only when none could be made.
+    /// Opens the floor's connections (TCP, TLS with ALPN h2, the peer's first SETTINGS) and returns when
+    /// each has either become ready or failed; throws only when none could be made. More connections are
+    /// opened while the streams stay near the peers' limits, up to ``APNsPoolConfiguration/maximumConnections``,
+    /// and those above the floor close after ``APNsPoolConfiguration/idleConnectionTimeout`` without a stream.
     public func start() async throws {
         try await eventLoop.flatSubmit { self.startOnLoop() }.get()
     }
@@ -79,9 +81,9 @@ public final class APNsPool: @unchecked Sendable {
         switch state.start(connections: self) {
         case .refuse(let error):
             promise.fail(error)
-        case .connectAll:
+        case .connectFloor:
             startWaiters.append(promise)
-            for slot in handlers.indices {
+            for slot in state.slots.indices where state.slots[slot].inUse {
                 if let id = state.beginConnect(slot: slot) { connect(slot: slot, attempt: id) }
             }
         case .wait:
@@ -220,14 +222,17 @@ public final class APNsPool: @unchecked Sendable {
     private func submit(_ request: PendingRequest, _ backPressure: APNsBackPressure) {
         switch state.submit(request, backPressure: backPressure, connections: self) {
         case .send(let slot): send(request, slot: slot)
-        case .queued: break
+        case .queued: if state.queue.count == 1 { grow() }
         case .refuse(let error): request.finish(.failure(error))
         }
     }
 
-    /// Expires requests that waited past their deadline, and dispatches the queue to connections with free streams.
+    /// Expires requests that waited past their deadline, sizes the pool to its load, and dispatches the queue to
+    /// connections with free streams.
     private func houseKeep() {
         let now = clock.uptime()
+        grow()
+        for slot in state.shrink(now: now, connections: self) { retire(slot: slot) }
         while let (request, report) = state.expireQueued(now: now, connections: self) {
             request.finish(.success(report))
         }

@@ -11,22 +11,27 @@ public struct APNsTarget: Sendable {
     public var endpointOverride: APNsEndpoint?
     /// A CA file to trust instead of the system's (the simulator's CA).
     public var caFile: String?
-    /// HTTP/2 connections per pool.
+    /// HTTP/2 connections each pool keeps open however idle (its floor).
     public var connectionsPerPool: Int
+    /// HTTP/2 connections each pool may open while its streams stay near APNs' limit (its cap; below
+    /// ``connectionsPerPool``, pools of a fixed size).
+    public var maximumConnectionsPerPool: Int
     /// Signing keys used for tenants that have no stored key for an environment, by tenant id
     /// (the ephemeral keys `serve --apns-simulator` makes).
     public var fallbackKeys: [String: APNsSigningKey]
 
-    /// A target; the defaults are Apple's endpoints with two connections per pool.
+    /// A target; the defaults are Apple's endpoints with pools of two to sixteen connections.
     public init(
         endpointOverride: APNsEndpoint? = nil,
         caFile: String? = nil,
         connectionsPerPool: Int = 2,
+        maximumConnectionsPerPool: Int = 16,
         fallbackKeys: [String: APNsSigningKey] = [:]
     ) {
         self.endpointOverride = endpointOverride
         self.caFile = caFile
         self.connectionsPerPool = connectionsPerPool
+        self.maximumConnectionsPerPool = maximumConnectionsPerPool
         self.fallbackKeys = fallbackKeys
     }
 
@@ -239,6 +244,7 @@ public actor PoolRegistry {
             endpoint: target.endpoint(for: environment), credential: .token(signingKey), caFile: target.caFile
         )
         configuration.connections = target.connectionsPerPool
+        configuration.maximumConnections = target.maximumConnectionsPerPool
         var logger = self.logger
         logger[metadataKey: "tenant"] = "\(tenant)"
         logger[metadataKey: "apns.environment"] = "\(environment.rawValue)"

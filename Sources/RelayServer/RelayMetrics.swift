@@ -11,6 +11,7 @@ enum RelayMetrics {
     static let apnsLatencyLabel = "pushrelay_apns_latency_seconds"
     static let poolConnectionsLabel = "pushrelay_pool_connections"
     static let poolStreamsLabel = "pushrelay_pool_streams_in_flight"
+    static let sendWindowLabel = "pushrelay_fanout_send_window"
     static let pagesDueLabel = "pushrelay_pages_due"
     static let scheduledLagLabel = "pushrelay_scheduled_job_lag_seconds"
     static let writeBatchLabel = "pushrelay_delivery_write_batch_size"
@@ -50,6 +51,11 @@ enum RelayMetrics {
                 ]
             ).increment(by: count)
         }
+    }
+
+    /// Records the fan-out's window: the sends the process keeps in flight now.
+    static func sendWindow(_ size: Int) {
+        Gauge(label: sendWindowLabel).record(size)
     }
 
     /// Records the time APNs took to answer each of a batch of notifications.

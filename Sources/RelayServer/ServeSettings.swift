@@ -24,8 +24,10 @@ public struct ServeSettings: Sendable, Equatable {
     public var apnsEndpoint: String?
     /// The CA file to trust for ``apnsEndpoint``.
     public var apnsCA: String?
-    /// HTTP/2 connections per APNs pool.
+    /// HTTP/2 connections each APNs pool keeps open however idle (its floor).
     public var connectionsPerPool = 2
+    /// HTTP/2 connections each APNs pool may open while its streams stay near APNs' limit (its cap).
+    public var maxConnectionsPerPool = 16
     /// The listener's TLS certificate chain (PEM).
     public var tlsCert: String?
     /// The listener's TLS private key (PEM).
@@ -76,6 +78,7 @@ public struct ServeSettings: Sendable, Equatable {
             ServeSetting("apns_endpoint", .optionalString(\.apnsEndpoint)),
             ServeSetting("apns_ca", .optionalString(\.apnsCA)),
             ServeSetting("connections_per_pool", .int(\.connectionsPerPool)),
+            ServeSetting("max_connections_per_pool", .int(\.maxConnectionsPerPool)),
             ServeSetting("tls_cert", .optionalString(\.tlsCert)),
             ServeSetting("tls_key", .optionalString(\.tlsKey)),
             ServeSetting("tls_client_ca", .optionalString(\.tlsClientCA)),

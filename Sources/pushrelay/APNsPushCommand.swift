@@ -53,8 +53,13 @@ struct APNsPushCommand: AsyncParsableCommand {
     var count: Int?
     @Option(help: "Notifications in flight at once.")
     var concurrency = 1000
-    @Option(help: "HTTP/2 connections in the pool.")
+    @Option(help: "HTTP/2 connections the pool keeps open (its floor).")
     var connections = 1
+    @Option(
+        help:
+            "HTTP/2 connections the pool may open while its streams stay near the peer's limit (its cap; default: --connections, a pool of a fixed size)."
+    )
+    var maxConnections: Int?
     @Option(help: "Per-notification deadline in seconds, retries included.")
     var timeout: Double = 30
 
@@ -98,6 +103,7 @@ struct APNsPushCommand: AsyncParsableCommand {
 
         var configuration = APNsPoolConfiguration(endpoint: target, credential: credential, caFile: caFile)
         configuration.connections = connections
+        configuration.maximumConnections = maxConnections ?? connections
         configuration.requestTimeout = .nanoseconds(Int64(timeout * 1e9))
         configuration.waitQueueCapacity = max(concurrency, 1)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

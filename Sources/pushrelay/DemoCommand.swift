@@ -65,6 +65,7 @@ struct DemoCommand: AsyncParsableCommand {
             caFile: simulator.caFile
         )
         configuration.connections = connections
+        configuration.maximumConnections = connections
         var logger = Logger(label: "pushrelay.demo")
         logger.logLevel = .warning
         let pool = try APNsPool(configuration: configuration, eventLoop: group.next(), logger: logger)

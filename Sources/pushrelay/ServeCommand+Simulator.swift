@@ -34,7 +34,8 @@ extension ServeSettings {
         logger.info("APNs simulator started", metadata: ["port": "\(simulator.port)", "ca": "\(simulator.caFile)"])
         let target = APNsTarget(
             endpointOverride: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
-            connectionsPerPool: connectionsPerPool, fallbackKeys: fallbackKeys
+            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: maxConnectionsPerPool,
+            fallbackKeys: fallbackKeys
         )
         return (simulator, target)
     }

@@ -52,8 +52,13 @@ struct ServeCommand: AsyncParsableCommand {
     var apnsEndpoint: String?
     @Option(help: "CA file to trust for --apns-endpoint.")
     var apnsCA: String?
-    @Option(help: "HTTP/2 connections per APNs pool, one pool per tenant and environment (default 2).")
+    @Option(
+        help:
+            "HTTP/2 connections each APNs pool keeps open, one pool per tenant and environment: its floor (default 2)."
+    )
     var connectionsPerPool: Int?
+    @Option(help: "HTTP/2 connections an APNs pool may open while its streams stay near APNs' limit (default 16).")
+    var maxConnectionsPerPool: Int?
     @Option(help: "TLS certificate chain (PEM) for the listener.")
     var tlsCert: String?
     @Option(help: "TLS private key (PEM) for the listener.")
@@ -107,7 +112,8 @@ struct ServeCommand: AsyncParsableCommand {
             "listen": listen, "database_url": databaseURL, "data_dir": dataDir, "tenants": tenants,
             "master_key_file": masterKeyFile, "apns_simulator": apnsSimulator.map { "\($0)" }, "sim_dir": simDir,
             "apns_endpoint": apnsEndpoint, "apns_ca": apnsCA,
-            "connections_per_pool": connectionsPerPool.map { "\($0)" }, "tls_cert": tlsCert, "tls_key": tlsKey,
+            "connections_per_pool": connectionsPerPool.map { "\($0)" },
+            "max_connections_per_pool": maxConnectionsPerPool.map { "\($0)" }, "tls_cert": tlsCert, "tls_key": tlsKey,
             "tls_client_ca": tlsClientCA, "max_frame_bytes": maxFrameBytes.map { "\($0)" },
             "max_decompressed_bytes": maxDecompressedBytes.map { "\($0)" },
             "max_in_flight": maxInFlight.map { "\($0)" }, "max_recipients": maxRecipients.map { "\($0)" },

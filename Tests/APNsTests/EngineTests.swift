@@ -10,7 +10,10 @@ import Testing
 struct EngineTests {
     @Test func poolIsWarmBeforeTheFirstSend() async throws {
         try await Harness.run { h in
-            let pool = try await h.pool { $0.connections = 3 }
+            let pool = try await h.pool {
+                $0.connections = 3
+                $0.maximumConnections = 3
+            }
             let snapshot = try await pool.snapshot()
             #expect(snapshot.connections.count == 3)
             #expect(snapshot.connections.allSatisfy { $0.isReady })
@@ -20,12 +23,12 @@ struct EngineTests {
             let first = try await Harness.sendAll(pool, count: 3)
             #expect(first.allSatisfy { $0.outcome == .delivered })
             #expect(try await pool.snapshot().connections.map(\.streamsOpened) == [1, 1, 1])
-            // Then requests are spread over the connections: each goes to the one with the most free streams.
+            // Then 300 at once, over the three connections.
             let reports = try await Harness.sendAll(pool, count: 300)
             #expect(reports.allSatisfy { $0.outcome == .delivered })
-            let opened = try await pool.snapshot().connections.map(\.streamsOpened)
-            #expect(opened.allSatisfy { $0 >= 30 }, "streams per connection: \(opened)")
-            #expect(opened.reduce(0, +) == 303)
+            let after = try await pool.snapshot()
+            #expect(after.connections.map { $0.streamsOpened }.reduce(0, +) == 303)
+            #expect(after.connectionsOpened == 3)
             await pool.shutdown()
         }
     }
@@ -381,7 +384,10 @@ struct EngineTests {
 
     @Test func streamLimitStartsAtOneAndFollowsSettings() async throws {
         try await Harness.run(configure: { $0.maxConcurrentStreams = 40 }) { h in
-            let pool = try await h.pool { $0.connections = 1 }
+            let pool = try await h.pool {
+                $0.connections = 1
+                $0.maximumConnections = 1
+            }
             #expect(try await pool.snapshot().connections.first?.peerMaxConcurrentStreams == 1)
             let reports = try await Harness.sendAll(pool, count: 200)
             #expect(reports.allSatisfy { $0.outcome == .delivered })
@@ -392,6 +398,41 @@ struct EngineTests {
             #expect(peak > 1 && peak <= 40)
             #expect(connection.peakStreamsPerLimit.keys.sorted() == [1, 40])
             #expect(h.simulator.statistics().streamsRefused == 0)
+            await pool.shutdown()
+        }
+    }
+
+    @Test func aPoolUnderLoadOpensConnectionsUpToItsCapWithinTheStreamLimitAndClosesThemWhenIdle() async throws {
+        try await Harness.run(configure: {
+            $0.maxConcurrentStreams = 10
+            $0.faults.latency = .milliseconds(20)
+        }) { h in
+            let pool = try await h.pool {
+                $0.connections = 1
+                $0.maximumConnections = 3
+                $0.idleConnectionTimeout = .milliseconds(300)
+            }
+            let reports = try await Harness.sendAll(pool, count: 300)
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            let busy = try await pool.snapshot()
+            #expect(busy.connectionsOpened == 3)
+            #expect(busy.connections.count == 3)
+            for connection in busy.connections {
+                // Within the peer's limit (1 until the first success, then 10), one provider token each.
+                #expect(connection.peakStreamsPerLimit.allSatisfy { limit, peak in peak <= limit })
+                #expect(connection.tokensMade == 1)
+            }
+            #expect(h.simulator.statistics().streamsRefused == 0)
+            #expect(h.simulator.statistics().responses(reason: .tooManyProviderTokenUpdates) == 0)
+            // Idle, the connections above the floor close; the floor's stays.
+            var connections = busy.connections.count
+            for _ in 0..<200 where connections > 1 {
+                try await Task.sleep(for: .milliseconds(50))
+                connections = try await pool.snapshot().connections.count
+            }
+            #expect(connections == 1)
+            #expect(try await pool.snapshot().connectionsOpened == 3)
+            #expect(try await pool.send(Harness.notification()).outcome == .delivered)
             await pool.shutdown()
         }
     }

@@ -16,8 +16,8 @@ struct PoolStateMachineTests {
             configure(&$0)
         }
         var pool = PoolStateMachine(configuration: .init(configuration), random: SeededGenerator(seed: seed))
-        var connections = FakeConnections(slots: slots)
-        #expect(pool.start(connections: connections) == .connectAll)
+        var connections = FakeConnections(slots: pool.slots.count)
+        #expect(pool.start(connections: connections) == .connectFloor)
         for slot in 0..<slots {
             let id = pool.beginConnect(slot: slot)!
             let accepted = pool.connected(slot: slot, attempt: id)
@@ -33,7 +33,7 @@ struct PoolStateMachineTests {
         let clock = ManualClock()
         var pool = PoolStateMachine(configuration: .init(Fixtures.configuration { $0.connections = 2 }))
         var connections = FakeConnections(slots: 2)
-        #expect(pool.start(connections: connections) == .connectAll)
+        #expect(pool.start(connections: connections) == .connectFloor)
         #expect(pool.start(connections: connections) == .wait)
         #expect(pool.beginConnect(slot: 0) == 1)
         #expect(pool.beginConnect(slot: 1) == 2)
@@ -53,7 +53,7 @@ struct PoolStateMachineTests {
     @Test func startFailsWithTheLastConnectErrorWhenNoConnectionBecameReady() {
         var pool = PoolStateMachine(configuration: .init(Fixtures.configuration { $0.connections = 1 }))
         let connections = FakeConnections(slots: 1)
-        #expect(pool.start(connections: connections) == .connectAll)
+        #expect(pool.start(connections: connections) == .connectFloor)
         let id = pool.beginConnect(slot: 0)!
         let change = pool.connectFailed(slot: 0, attempt: id, error: "connection refused", connections: connections)
         #expect(change?.finishStart == .failed(.connectFailed("connection refused")))

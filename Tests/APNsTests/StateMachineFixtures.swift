@@ -33,11 +33,29 @@ struct SeededGenerator: RandomNumberGenerator {
 struct FakeConnections: PoolConnections {
     var available: [Int]
     var ready: [Bool]
+    /// Streams in flight on each slot's connection.
+    var slotInFlight: [Int]
+    /// Streams each slot's connection opened.
+    var opened: [Int]
+    /// Each slot's connection's stream limit.
+    var limit: [Int]
+    /// Streams in flight on connections that left their slots.
     var inFlight = 0
 
     init(slots: Int) {
         available = Array(repeating: 0, count: slots)
         ready = Array(repeating: false, count: slots)
+        slotInFlight = Array(repeating: 0, count: slots)
+        opened = Array(repeating: 0, count: slots)
+        limit = Array(repeating: 0, count: slots)
+    }
+
+    /// Slot `index`'s connection is ready with `busy` of its `limit` streams in flight.
+    mutating func setReady(_ index: Int, limit: Int, busy: Int) {
+        ready[index] = true
+        self.limit[index] = limit
+        slotInFlight[index] = busy
+        available[index] = limit - busy
     }
 
     /// Slot `index`'s connection is ready with `free` streams.
@@ -54,7 +72,10 @@ struct FakeConnections: PoolConnections {
 
     func availableStreams(slot: Int) -> Int { available[slot] }
     func isReady(slot: Int) -> Bool { ready[slot] }
-    var streamsInFlight: Int { inFlight }
+    var streamsInFlight: Int { inFlight + slotInFlight.reduce(0, +) }
+    func streamsInFlight(slot: Int) -> Int { slotInFlight[slot] }
+    func streamsOpened(slot: Int) -> Int { opened[slot] }
+    func streamLimit(slot: Int) -> Int { limit[slot] }
 }
 
 enum Fixtures {

@@ -14,7 +14,8 @@ extension RelayServerSuites {
             tuning.firstPageSize = 3
             tuning.laterPageSize = 5
             tuning.pageLoops = 2
-            tuning.sendsInFlightPerPage = 2
+            tuning.minimumSendsInFlight = 4
+            tuning.maximumSendsInFlight = 4
             tuning.recordBatch = 3
             tuning.answerBatch = 1
             #expect((1...6).map(tuning.pageSize(page:)) == [2, 3, 5, 5, 5, 5])

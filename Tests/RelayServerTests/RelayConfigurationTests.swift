@@ -22,6 +22,7 @@ import Testing
         #expect(configuration.target.endpointOverride == nil)
         #expect(configuration.target.endpoint(for: .production) == .apple(.production))
         #expect(configuration.target.connectionsPerPool == 2)
+        #expect(configuration.target.maximumConnectionsPerPool == 16)
         #expect(configuration.requestsPerSecond == 1_000)
         #expect(configuration.requestBurst == 2_000)
         #expect(configuration.retentionDays == 30)
@@ -42,6 +43,7 @@ import Testing
         settings.apnsEndpoint = "sim.example:2197"
         settings.apnsCA = "/tmp/ca.pem"
         settings.connectionsPerPool = 5
+        settings.maxConnectionsPerPool = 6
         settings.requestsPerSecond = 12.5
         settings.requestBurst = 3
         settings.retentionDays = 2
@@ -59,6 +61,7 @@ import Testing
         #expect(configuration.target.endpointOverride == APNsEndpoint(host: "sim.example", port: 2197))
         #expect(configuration.target.caFile == "/tmp/ca.pem")
         #expect(configuration.target.connectionsPerPool == 5)
+        #expect(configuration.target.maximumConnectionsPerPool == 6)
         #expect(configuration.requestsPerSecond == 12.5)
         #expect(configuration.requestBurst == 3)
         #expect(configuration.retentionDays == 2)
@@ -73,6 +76,8 @@ import Testing
         ("client-ca", "/tmp/ca.pem", "tls client ca needs tls cert and tls key"),
         ("cert", "/tmp/cert.pem", "give both tls cert and tls key"),
         ("unreadable", "/nonexistent/cert.pem", "tls cert or key unreadable"),
+        ("floor", "0", "connections per pool must be at least 1"),
+        ("cap", "1", "max connections per pool (1) must be at least connections per pool (2)"),
     ])
     func anUnusableSettingIsRefusedNamingIt(setting: String, value: String, message: String) {
         var settings = ServeSettings()
@@ -82,6 +87,8 @@ import Testing
         case "apns": settings.apnsEndpoint = value
         case "client-ca": settings.tlsClientCA = value
         case "cert": settings.tlsCert = value
+        case "floor": settings.connectionsPerPool = Int(value)!
+        case "cap": settings.maxConnectionsPerPool = Int(value)!
         default:
             settings.tlsCert = value
             settings.tlsKey = value

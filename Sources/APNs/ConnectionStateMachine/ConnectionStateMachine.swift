@@ -155,8 +155,11 @@ struct ConnectionStateMachine {
     /// peer's windows take the largest payload.
     var availableStreams: Int {
         guard isReady, flow.takesLargestPayload else { return 0 }
-        return max(0, min(flow.peerMaxConcurrentStreams, configuration.maximumStreams) - streams.count)
+        return max(0, streamLimit - streams.count)
     }
+
+    /// How many streams may be in flight at once now: the peer's limit within ours.
+    var streamLimit: Int { min(flow.peerMaxConcurrentStreams, configuration.maximumStreams) }
 
     /// What follows the end of a stream in the current phase.
     var streamEnd: StreamEnd {

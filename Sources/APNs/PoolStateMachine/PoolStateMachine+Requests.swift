@@ -35,14 +35,14 @@ extension PoolStateMachine {
 
     // MARK: Submitting
 
-    /// A request comes in: it goes to the connection with the most free streams when none waits before it, else
+    /// A request comes in: it goes to the first connection with a free stream when none waits before it, else
     /// it waits in the queue; with the queue full, its caller waits for room (`backPressure` `.wait`, within the
     /// waiters' bound) or it is refused.
     mutating func submit(
         _ request: PendingRequest, backPressure: APNsBackPressure, connections: some PoolConnections
     ) -> SubmitAction {
         guard lifecycle != .shutDown else { return .refuse(.shutdown) }
-        if queue.isEmpty, let slot = slotWithMostFreeStreams(connections) {
+        if queue.isEmpty, let slot = slotWithFreeStream(connections) {
             request.attempts += 1
             return .send(slot: slot)
         }
@@ -56,18 +56,14 @@ extension PoolStateMachine {
         return .queued
     }
 
-    /// The slot whose connection has the most free streams, if any has one (the first of equals).
-    func slotWithMostFreeStreams(_ connections: some PoolConnections) -> Int? {
-        var best: Int?
-        var bestFree = 0
-        for index in slots.indices where slots[index].connection != nil {
-            let free = connections.availableStreams(slot: index)
-            if free > bestFree {
-                best = index
-                bestFree = free
-            }
+    /// The first slot whose connection has a free stream, if any has one: requests fill the lowest connections
+    /// first, so that under a light load the connections above the floor go idle and close (``shrink(now:connections:)``).
+    func slotWithFreeStream(_ connections: some PoolConnections) -> Int? {
+        for index in slots.indices where slots[index].connection != nil && connections.availableStreams(slot: index) > 0
+        {
+            return index
         }
-        return best
+        return nil
     }
 
     // MARK: Dispatching the queue
@@ -165,7 +161,7 @@ extension PoolStateMachine {
     }
 
     private mutating func requeueNow(_ request: PendingRequest, connections: some PoolConnections) -> ResultAction {
-        if let slot = slotWithMostFreeStreams(connections) {
+        if let slot = slotWithFreeStream(connections) {
             request.attempts += 1
             return .send(slot: slot)
         }

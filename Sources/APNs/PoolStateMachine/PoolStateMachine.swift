@@ -10,10 +10,16 @@ protocol PoolConnections {
     func isReady(slot: Int) -> Bool
     /// Streams in flight over all the pool's connections, draining ones included.
     var streamsInFlight: Int { get }
+    /// Streams in flight on the current connection of `slot`: 0 with none.
+    func streamsInFlight(slot: Int) -> Int
+    /// Streams opened since it began by the current connection of `slot`: 0 with none.
+    func streamsOpened(slot: Int) -> Int
+    /// How many streams the current connection of `slot` may have in flight at once now: 0 with none.
+    func streamLimit(slot: Int) -> Int
 }
 
 /// A pool of connections to APNs, as a value: its slots (one connection each, with its connection attempts,
-/// failures and reconnect backoff), the queue of requests waiting for a stream, the callers waiting for room in
+/// failures and reconnect backoff; as many as the floor always, up to the cap under load), the queue of requests waiting for a stream, the callers waiting for room in
 /// the queue, the requests waiting for a retry, and the pool's start and shutdown.
 ///
 /// It takes the pool's inputs (a request submitted, a connection attempt's or connection's events, a request's
@@ -27,8 +33,12 @@ protocol PoolConnections {
 struct PoolStateMachine {
     /// The pool's settings the state machine keeps.
     struct Configuration {
-        /// How many connections the pool keeps open.
-        var connections: Int
+        /// How many connections the pool keeps open however idle.
+        var minimumConnections: Int
+        /// How many connections the pool may open under load.
+        var maximumConnections: Int
+        /// How long a connection above the floor may go without a new stream before it is closed.
+        var idleConnectionTimeout: TimeAmount
         /// How many requests may wait for a free stream.
         var waitQueueCapacity: Int
         /// How many callers may wait for room in a full queue.
@@ -44,7 +54,9 @@ struct PoolStateMachine {
 
         /// The settings of `pool`.
         init(_ pool: APNsPoolConfiguration) {
-            connections = pool.connections
+            minimumConnections = pool.connections
+            maximumConnections = max(pool.connections, pool.maximumConnections)
+            idleConnectionTimeout = pool.idleConnectionTimeout
             waitQueueCapacity = pool.waitQueueCapacity
             waiterCapacity = pool.waiterCapacity
             maximumAttempts = pool.maximumAttempts
@@ -56,6 +68,8 @@ struct PoolStateMachine {
 
     /// One of the pool's connections, across the connections that replace each other in it.
     struct Slot: Equatable {
+        /// Whether the slot keeps a connection: always for the floor's slots, while the load asks for it above.
+        var inUse: Bool
         /// The id of the slot's connection once its TCP connect succeeded (while it does TLS and HTTP/2 setup, and
         /// after), until it drains or closes.
         var connection: Int?
@@ -65,6 +79,14 @@ struct PoolStateMachine {
         var failures = 0
         /// Whether `start()` still waits for this slot's first attempt.
         var startPending = false
+        /// Since when the slot's connection has had no stream in flight, and how many it had opened then.
+        var idle: (since: NIODeadline, streamsOpened: Int)?
+
+        static func == (lhs: Slot, rhs: Slot) -> Bool {
+            lhs.inUse == rhs.inUse && lhs.connection == rhs.connection && lhs.attempt == rhs.attempt
+                && lhs.failures == rhs.failures && lhs.startPending == rhs.startPending
+                && lhs.idle?.since == rhs.idle?.since && lhs.idle?.streamsOpened == rhs.idle?.streamsOpened
+        }
     }
 
     /// Where the pool is in its life.
@@ -89,8 +111,8 @@ struct PoolStateMachine {
     enum StartAction: Equatable {
         /// Refuse it: the pool is shut down.
         case refuse(APNsPoolError)
-        /// Connect every slot (``beginConnect(slot:)``); the caller waits for the attempts.
-        case connectAll
+        /// Connect every slot of the floor (``beginConnect(slot:)``); the caller waits for the attempts.
+        case connectFloor
         /// The caller waits for the attempts under way.
         case wait
         /// Complete the callers at once.
@@ -138,7 +160,7 @@ struct PoolStateMachine {
     }
 
     let configuration: Configuration
-    /// The slots, one connection each.
+    /// The slots, one connection each: the floor's first, then those the load may take, up to the cap.
     var slots: [Slot]
     /// Requests waiting for a free stream, oldest first (requests sent again at once go first).
     var queue = CircularBuffer<PendingRequest>()
@@ -160,9 +182,11 @@ struct PoolStateMachine {
 
     /// A pool with `configuration`, not started, drawing jitter from `random`.
     init(configuration: Configuration, random: any RandomNumberGenerator = SystemRandomNumberGenerator()) {
-        precondition(configuration.connections >= 1, "a pool needs at least one connection")
+        precondition(configuration.minimumConnections >= 1, "a pool needs at least one connection")
         self.configuration = configuration
-        self.slots = Array(repeating: Slot(), count: configuration.connections)
+        self.slots = (0..<configuration.maximumConnections).map {
+            Slot(inUse: $0 < configuration.minimumConnections)
+        }
         self.random = random
     }
 
@@ -183,8 +207,8 @@ struct PoolStateMachine {
             return .refuse(.shutdown)
         case .idle:
             lifecycle = .running
-            for index in slots.indices { slots[index].startPending = true }
-            return .connectAll
+            for index in slots.indices where slots[index].inUse { slots[index].startPending = true }
+            return .connectFloor
         case .running:
             return slots.contains(where: \.startPending) ? .wait : .finish(startOutcome(connections))
         }
@@ -204,9 +228,9 @@ struct PoolStateMachine {
     // MARK: Connections
 
     /// Begins a connection attempt for slot `index`; returns its id (the connection's, if it succeeds), or nil
-    /// when the pool is shut down.
+    /// when the pool is shut down or the slot out of use.
     mutating func beginConnect(slot index: Int) -> Int? {
-        guard lifecycle != .shutDown else { return nil }
+        guard lifecycle != .shutDown, slots[index].inUse else { return nil }
         connectionsOpened += 1
         slots[index].attempt = connectionsOpened
         return connectionsOpened
@@ -249,6 +273,7 @@ struct PoolStateMachine {
     /// peer that accepts and then refuses every connection is not hammered.
     mutating func connectionDraining(slot index: Int, hasDelivered: Bool) -> Reconnect? {
         slots[index].connection = nil
+        slots[index].idle = nil
         if !hasDelivered { slots[index].failures += 1 }
         return reconnect(slot: index)
     }
@@ -258,6 +283,7 @@ struct PoolStateMachine {
         slot index: Int, setupError: String?, hasDelivered: Bool, connections: some PoolConnections
     ) -> SlotChange {
         slots[index].connection = nil
+        slots[index].idle = nil
         var finishStart: StartOutcome?
         if let setupError {
             lastConnectError = setupError
@@ -268,9 +294,9 @@ struct PoolStateMachine {
     }
 
     /// When slot `index` connects again: at once after a connection that delivered, else after the reconnect
-    /// backoff's delay for its failures in a row. Nil when shut down.
+    /// backoff's delay for its failures in a row. Nil when shut down or the slot is out of use.
     private mutating func reconnect(slot index: Int) -> Reconnect? {
-        guard lifecycle != .shutDown else { return nil }
+        guard lifecycle != .shutDown, slots[index].inUse else { return nil }
         let failures = slots[index].failures
         guard failures > 0 else {
             return beginConnect(slot: index).map { .now(connection: $0) }

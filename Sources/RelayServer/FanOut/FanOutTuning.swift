@@ -12,8 +12,13 @@ public struct FanOutTuning: Sendable {
     /// Devices per page after those: each page costs a few statements (claim, devices, policy, completion), so
     /// the pages of a large job are larger.
     public var laterPageSize = 4_000
-    /// Sends of one page in flight at once.
-    public var sendsInFlightPerPage = 384
+    /// Sends one process keeps in flight however short the round trip to APNs (``pageLoops`` pages of 384):
+    /// the window the process starts with, and keeps on loopback. Each page keeps its share of the window.
+    public var minimumSendsInFlight = 3_072
+    /// Sends one process keeps in flight however long the round trip: the bound on the memory of sends waiting
+    /// for their answers. Between the two, the window follows the measured rate × round trip (``SendWindow``):
+    /// 60,000 notifications a second at 200 ms need 12,000 in flight.
+    public var maximumSendsInFlight = 32_768
     /// Answers a page hands to the delivery writer at once while it is sent; also the bound on the answers a
     /// process that dies may leave sent but unrecorded per page, twice over (one batch written, one pending).
     public var recordBatch = 250

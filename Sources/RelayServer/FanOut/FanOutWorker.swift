@@ -22,9 +22,10 @@ import Synchronization
 ///
 /// A device is sent a job once, except after a crash: results are handed to the process's ``DeliveryWriter``
 /// every ``FanOutTuning/recordBatch`` answers, a page's next batch only once its previous one is written, so a
-/// process that dies may leave up to ``FanOutTuning/sendsInFlightPerPage`` + 2 × ``FanOutTuning/recordBatch``
-/// sent-but-unrecorded devices per page it was sending, and ``FanOutTuning/pageLoops`` pages at once; the process
-/// that takes the page over skips the devices already recorded and sends the others again.
+/// process that dies may leave up to its ``SendWindow`` (between ``FanOutTuning/minimumSendsInFlight`` and
+/// ``FanOutTuning/maximumSendsInFlight``) + 2 × ``FanOutTuning/recordBatch`` × ``FanOutTuning/pageLoops``
+/// sent-but-unrecorded devices; the process that takes a page over skips the devices already recorded and sends
+/// the others again.
 public final class FanOutWorker: Sendable {
     /// The sizes and timings of this process's fan-out.
     public let tuning: FanOutTuning
@@ -35,6 +36,8 @@ public final class FanOutWorker: Sendable {
     private let results: ResultBroadcaster
     private let tenants: TenantDirectory
     private let pacer = TenantPacer()
+    /// The sends this process keeps in flight, by the round trip it measures.
+    private let window: SharedSendWindow
     /// What this process's pages counted of users' rows of capped types.
     private let capCounts = CapCountCache()
     /// Writes the delivery rows of the pages this process sends.
@@ -67,6 +70,7 @@ public final class FanOutWorker: Sendable {
         owner: String = "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UUID().uuidString.prefix(8))"
     ) {
         self.tuning = tuning
+        self.window = SharedSendWindow(tuning)
         self.store = store
         self.pools = pools
         self.results = results
@@ -299,7 +303,7 @@ public final class FanOutWorker: Sendable {
             }
             var sender = PageSender(
                 page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,
-                pacer: pacer, capCounts: capCounts, plannedDevices: plannedDevices,
+                pacer: pacer, window: window, capCounts: capCounts, plannedDevices: plannedDevices,
                 lost: { holding.lost.load(ordering: .relaxed) }, tuning: tuning
             )
             let (counts, lastRows) = try await sender.run()

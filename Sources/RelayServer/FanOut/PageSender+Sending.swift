@@ -4,7 +4,8 @@ import PushRelayProtocol
 import RelayStore
 
 extension PageSender {
-    /// Sends to `devices`, at most ``FanOutTuning/sendsInFlightPerPage`` at once and paced to the tenant's rate,
+    /// Sends to `devices`, at most the page's share of the process's ``SendWindow`` at once and paced to the
+    /// tenant's rate,
     /// handing the answers to the delivery writer every ``FanOutTuning/recordBatch``: sending goes on while they
     /// are written, but the page waits for a batch's write before it hands in the next one. Returns the last
     /// answers' rows (fewer than a batch), counted and not written: the page's completion writes them.
@@ -14,7 +15,8 @@ extension PageSender {
     /// answers in batches (whatever came while it was recording or pacing).
     func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws -> [DeliveryRecord] {
         let rate = tenant.rateLimits.notificationsPerSecond
-        let (inFlightLimit, recordBatch) = (tuning.sendsInFlightPerPage, tuning.recordBatch)
+        let recordBatch = tuning.recordBatch
+        var inFlightLimit = window.perPage
         let inbox = AnswerInbox()
         var pools = PageSender.Pools(tenant: page.tenantID, registry: self.pools)
         var passes = PassBatches(inbox: inbox)
@@ -68,15 +70,20 @@ extension PageSender {
             if inFlight > 0 {
                 let answers = await inbox.take(atLeast: min(tuning.answerBatch, inFlight))
                 let answeredAt = Date()
+                var shortest: Duration?
                 for answer in answers {
                     guard let send = started[answer.index] else { continue }
                     started[answer.index] = nil
                     inFlight -= 1
+                    let roundTrip = answer.at - send.at
+                    if shortest.map({ roundTrip < $0 }) ?? true { shortest = roundTrip }
                     pending.append(
                         await finish(
                             devices[answer.index], send: send, answer: answer, answeredAt: answeredAt,
                             latencies: &latencies))
                 }
+                window.record(answers: answers.count, shortestRoundTrip: shortest)
+                inFlightLimit = window.perPage
             }
             if pending.count >= recordBatch {
                 try await writing?.value

@@ -12,6 +12,8 @@ struct PageSender {
     let pools: PoolRegistry
     let results: ResultBroadcaster
     let pacer: TenantPacer
+    /// The process's sends in flight, shared by its pages.
+    let window: SharedSendWindow
     /// What this process counted of users' rows of capped types.
     let capCounts: CapCountCache
     /// The page's devices as its planner read them moments ago, when this process planned it; `nil`: they are

@@ -8,8 +8,8 @@ extension ServeSettings {
     /// The relay's configuration from these settings, sending to Apple's endpoints (or ``apnsEndpoint`` with
     /// ``apnsCA``), with the operator port off: the caller opens it with the registry it bootstrapped.
     ///
-    /// - Throws: ``ServeSettingsError`` for an address that is not host:port, or TLS files that are incomplete or
-    ///   unreadable.
+    /// - Throws: ``ServeSettingsError`` for an address that is not host:port, TLS files that are incomplete or
+    ///   unreadable, or pool sizes that are not 1 ≤ floor ≤ cap.
     public func relayConfiguration(masterKey: MasterKey?) throws(ServeSettingsError) -> Relay.Configuration {
         var configuration = Relay.Configuration(
             server: try serverConfiguration(), target: try appleTarget(), masterKey: masterKey)
@@ -40,7 +40,16 @@ extension ServeSettings {
 
     /// Apple's endpoints, or ``apnsEndpoint`` trusting ``apnsCA``.
     private func appleTarget() throws(ServeSettingsError) -> APNsTarget {
-        var target = APNsTarget(connectionsPerPool: connectionsPerPool)
+        guard connectionsPerPool >= 1 else {
+            throw ServeSettingsError("connections per pool must be at least 1, not \(connectionsPerPool)")
+        }
+        guard maxConnectionsPerPool >= connectionsPerPool else {
+            throw ServeSettingsError(
+                "max connections per pool (\(maxConnectionsPerPool)) must be at least connections per pool "
+                    + "(\(connectionsPerPool))")
+        }
+        var target = APNsTarget(
+            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: maxConnectionsPerPool)
         if let apnsEndpoint {
             guard let endpoint = APNsEndpoint(parsing: apnsEndpoint) else {
                 throw ServeSettingsError("apns endpoint must be host:port, not \(apnsEndpoint)")

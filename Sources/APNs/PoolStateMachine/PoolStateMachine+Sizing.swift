@@ -1,0 +1,80 @@
+import NIOCore
+
+extension PoolStateMachine {
+    /// A slot to connect because the pool's streams stay near the peers' limits, with its attempt's id.
+    struct Growth: Equatable {
+        /// The slot taken into use.
+        var slot: Int
+        /// The id of its connection attempt (``beginConnect(slot:)`` was called).
+        var attempt: Int
+    }
+
+    /// What the pool asks of its connections: the streams in flight and the requests waiting for one.
+    func demand(_ connections: some PoolConnections) -> Int {
+        connections.streamsInFlight + queue.count + waiters.count
+    }
+
+    /// How many connections the pool's demand needs, within the floor and the cap: a connection is counted
+    /// full at nine tenths of its stream limit (the largest of the connections'), so that the pool grows before
+    /// its streams run out. Nil while no connection's limit is above 1: APNs allows one stream until it accepts
+    /// a connection's first token, so the pool cannot tell yet what its connections carry.
+    func connectionsNeeded(_ connections: some PoolConnections) -> Int? {
+        var limit = 0
+        for index in slots.indices where slots[index].connection != nil {
+            limit = max(limit, connections.streamLimit(slot: index))
+        }
+        guard limit > 1 else { return nil }
+        let perConnection = max(1, limit * 9 / 10)
+        let needed = (demand(connections) + perConnection - 1) / perConnection
+        return min(configuration.maximumConnections, max(configuration.minimumConnections, needed))
+    }
+
+    /// The slots to connect now: as many as the demand needs beyond the slots in use, lowest first, only while
+    /// every slot in use has a ready connection (a pool whose connections fail or are still being set up does
+    /// not open more), some connection's stream limit is known, and the pool runs.
+    mutating func grow(_ connections: some PoolConnections) -> [Growth] {
+        guard lifecycle == .running else { return [] }
+        var inUse = 0
+        for index in slots.indices where slots[index].inUse {
+            guard slots[index].connection != nil, connections.isReady(slot: index) else { return [] }
+            inUse += 1
+        }
+        guard let needed = connectionsNeeded(connections) else { return [] }
+        var missing = needed - inUse
+        var growth: [Growth] = []
+        for index in slots.indices where missing > 0 && !slots[index].inUse {
+            slots[index].inUse = true
+            slots[index].failures = 0
+            if let attempt = beginConnect(slot: index) { growth.append(Growth(slot: index, attempt: attempt)) }
+            missing -= 1
+        }
+        return growth
+    }
+
+    /// The slots above the floor whose connections opened no stream and had none in flight for
+    /// ``Configuration/idleConnectionTimeout`` by `now`: they go out of use, and their connections are to be
+    /// closed (they have nothing in flight). Looked at on every housekeeping tick.
+    mutating func shrink(now: NIODeadline, connections: some PoolConnections) -> [Int] {
+        var idle: [Int] = []
+        for index in configuration.minimumConnections..<slots.count where slots[index].inUse {
+            guard slots[index].connection != nil, connections.isReady(slot: index) else {
+                slots[index].idle = nil
+                continue
+            }
+            let opened = connections.streamsOpened(slot: index)
+            guard connections.streamsInFlight(slot: index) == 0 else {
+                slots[index].idle = nil
+                continue
+            }
+            guard let since = slots[index].idle, since.streamsOpened == opened else {
+                slots[index].idle = (now, opened)
+                continue
+            }
+            if now - since.since >= configuration.idleConnectionTimeout {
+                slots[index] = Slot(inUse: false)
+                idle.append(index)
+            }
+        }
+        return idle
+    }
+}
