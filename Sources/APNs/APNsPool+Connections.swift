@@ -113,7 +113,7 @@ extension APNsPool {
     /// Connects the slots the pool's load needs beyond those in use (``PoolStateMachine/grow(_:)``).
     func grow() {
         for growth in state.grow(self) {
-            logger.debug("APNs pool grows", metadata: ["slot": "\(growth.slot)"])
+            logger.debug("APNs pool grows", metadata: ["slot": "\(growth.slot)", "demand": "\(state.demand(self))"])
             connect(slot: growth.slot, attempt: growth.attempt)
         }
     }

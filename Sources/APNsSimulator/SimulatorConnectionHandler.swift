@@ -95,6 +95,9 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
     private var pending: [HTTP2StreamID: PendingRequest] = [:]
     /// Streams whose answer waits for the configured latency.
     private var delayed: Set<HTTP2StreamID> = []
+    /// The answers waiting for the configured latency, by the millisecond of uptime they are due in: one timer,
+    /// one write of the statistics and one flush for each millisecond's answers, not for each answer.
+    private var delayLine: [UInt64: [Answer]] = [:]
     private var streamsOpened = 0
     private var requestsReceived = 0
     private var streamLimitRaised = false
@@ -268,11 +271,18 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
             delay = delay + .nanoseconds(Int64.random(in: 0...faults.latencyJitter.nanoseconds, using: &random))
         }
         delayed.insert(streamID)
-        context.eventLoop.assumeIsolated().scheduleTask(in: delay) {
-            self.delayed.remove(streamID)
-            self.send(answer, context: context)
-            self.flush(context: context)
+        let due = (NIODeadline.now() + delay).uptimeNanoseconds
+        let millisecond = due / 1_000_000 + (due % 1_000_000 == 0 ? 0 : 1)
+        if delayLine[millisecond] == nil {
+            context.eventLoop.assumeIsolated().scheduleTask(deadline: .uptimeNanoseconds(millisecond * 1_000_000)) {
+                for answer in self.delayLine.removeValue(forKey: millisecond) ?? [] {
+                    self.delayed.remove(answer.streamID)
+                    self.send(answer, context: context)
+                }
+                self.flush(context: context)
+            }
         }
+        delayLine[millisecond, default: []].append(answer)
     }
 
     /// The 410 of an unregistered device token, or a random 503, 500 or 429.

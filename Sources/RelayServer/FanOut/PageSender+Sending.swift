@@ -4,8 +4,8 @@ import PushRelayProtocol
 import RelayStore
 
 extension PageSender {
-    /// Sends to `devices`, at most the page's share of the process's ``SendWindow`` at once and paced to the
-    /// tenant's rate,
+    /// Sends to `devices`, at most the page's share of the process's ``SendWindow`` at once (more while the
+    /// process's sends in flight leave room in it) and paced to the tenant's rate,
     /// handing the answers to the delivery writer every ``FanOutTuning/recordBatch``: sending goes on while they
     /// are written, but the page waits for a batch's write before it hands in the next one. Returns the last
     /// answers' rows (fewer than a batch), counted and not written: the page's completion writes them.
@@ -16,13 +16,13 @@ extension PageSender {
     func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws -> [DeliveryRecord] {
         let rate = tenant.rateLimits.notificationsPerSecond
         let recordBatch = tuning.recordBatch
-        var inFlightLimit = window.perPage
         let inbox = AnswerInbox()
         var pools = PageSender.Pools(tenant: page.tenantID, registry: self.pools)
         var passes = PassBatches(inbox: inbox)
         // The sends in flight, by position in `devices`: no record is built before the answer comes.
         var started = [StartedSend?](repeating: nil, count: devices.count)
         var inFlight = 0
+        defer { window.ended(inFlight) }
         var pending: [DeliveryRecord] = []
         var writing: Task<Void, any Error>?
         var latencies: [Duration] = []
@@ -32,12 +32,15 @@ extension PageSender {
         while true {
             // A paced page starts its sends slowly: it stops starting them to record once a batch of answers
             // waits, so that the answers left unrecorded stay within the crash bound.
-            while inFlight < inFlightLimit, next < devices.endIndex, !lost(),
+            var share = window.share
+            while inFlight < share || window.room > 0, next < devices.endIndex, !lost(),
                 pending.count + inbox.waiting < recordBatch
             {
                 if allowed == 0 {
+                    share = window.share
                     let room = min(
-                        inFlightLimit - inFlight, devices.endIndex - next, recordBatch - pending.count - inbox.waiting)
+                        max(share - inFlight, window.room, 1), devices.endIndex - next,
+                        recordBatch - pending.count - inbox.waiting)
                     allowed = await pacer.acquire(
                         tenant: page.tenantID, rate: rate, upTo: room, beforeWaiting: { passes.submit() })
                 }
@@ -57,6 +60,7 @@ extension PageSender {
                     )
                     started[index] = StartedSend(sentAt: startedAt.date, at: startedAt.instant)
                     inFlight += 1
+                    window.started()
                     passes.append(index, notification, to: pool, environment: device.environment)
                 case .failure(let refusal):
                     var record = unanswered(device, sentAt: startedAt.date, outcome: refusal.outcome)
@@ -71,10 +75,12 @@ extension PageSender {
                 let answers = await inbox.take(atLeast: min(tuning.answerBatch, inFlight))
                 let answeredAt = Date()
                 var shortest: Duration?
+                var answered = 0
                 for answer in answers {
                     guard let send = started[answer.index] else { continue }
                     started[answer.index] = nil
                     inFlight -= 1
+                    answered += 1
                     let roundTrip = answer.at - send.at
                     if shortest.map({ roundTrip < $0 }) ?? true { shortest = roundTrip }
                     pending.append(
@@ -82,8 +88,8 @@ extension PageSender {
                             devices[answer.index], send: send, answer: answer, answeredAt: answeredAt,
                             latencies: &latencies))
                 }
-                window.record(answers: answers.count, shortestRoundTrip: shortest)
-                inFlightLimit = window.perPage
+                window.ended(answered)
+                window.record(answers: answered, shortestRoundTrip: shortest)
             }
             if pending.count >= recordBatch {
                 try await writing?.value
