@@ -16,19 +16,22 @@
 #   LOADTEST_ARGS="..."                     more `pushrelay loadtest` options (see --help)
 #   PUSHRELAY_BIN                           use this binary instead of building one
 #   LOADTEST_RESULTS=Ops/results            where the report goes
-#   LOADTEST_APNS_LATENCY_MS=80             then the same fan-outs again with the simulator answering after this
-#                                           round trip (0 skips that run): report in $RESULTS/apns-<MS>ms/, and
-#                                           each fan-out's figure at both latencies with the ratio, printed and
-#                                           written to $RESULTS/loadtest-latency.txt
-#   LOADTEST_APNS_JITTER_MS=0               up to this much more per answer in that run
+#   LOADTEST_APNS_LATENCIES=80,200          then the same fan-outs again with the simulator answering after each of
+#                                           these round trips in ms ("" skips them), with LOADTEST_LATENT_SINGLES
+#                                           (500) single sends: reports in $RESULTS/apns-<MS>ms/; each fan-out's
+#                                           figure at every latency with its ratio to 0 ms, the single sends' p99s and
+#                                           the simulator's strict counts, printed and written to
+#                                           $RESULTS/loadtest-latency.txt
+#   LOADTEST_APNS_JITTER_MS=0               up to this much more per answer in those runs
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 if [ -d /opt/swift/usr/bin ]; then export PATH="/opt/swift/usr/bin:$PATH"; fi
 RESULTS="${LOADTEST_RESULTS:-$ROOT/Ops/results}"
 FANOUTS="${LOADTEST_FANOUTS:-10000,100000,1000000}"
-LATENCY_MS="${LOADTEST_APNS_LATENCY_MS:-80}"
+LATENCIES="${LOADTEST_APNS_LATENCIES-80,200}"
 JITTER_MS="${LOADTEST_APNS_JITTER_MS:-0}"
+LATENT_SINGLES="${LOADTEST_LATENT_SINGLES:-500}"
 if [ -z "${PUSHRELAY_BIN:-}" ]; then
     echo "bench-loadtest: building pushrelay (release)"
     swift build -c release --product pushrelay
@@ -90,40 +93,67 @@ print(f"accounting: {accounting['accepted']:,} accepted, {accounting['recorded']
       f"{'consistent' if not accounting['problems'] and accounting['accepted'] == accounting['recorded'] else 'INCONSISTENT'}")
 PY
 echo "bench-loadtest: report in ${RESULTS#"$ROOT"/}/loadtest-report.{json,txt,svg}, targets in loadtest-targets.txt"
-[ "$LATENCY_MS" -gt 0 ] || exit 0
+[ -n "$LATENCIES" ] || exit 0
 
-# The same fan-outs against an APNs that answers after Apple's round trip (no singles, groups or idle
-# connections: their figures are the loopback run's).
-LATENT="$RESULTS/apns-${LATENCY_MS}ms"
-mkdir -p "$LATENT"
-echo "bench-loadtest: the fan-outs again, the APNs simulator answering after ${LATENCY_MS} ms (+ up to ${JITTER_MS} ms)"
-# shellcheck disable=SC2086 # LOADTEST_ARGS is a list of options
-"$PUSHRELAY_BIN" loadtest --fan-outs "$FANOUTS" --output "$LATENT" --apns-latency-ms "$LATENCY_MS" \
-    --apns-latency-jitter-ms "$JITTER_MS" --singles 0 --groups 0 --idle-connections 0 --short-fan-out-runs 1 \
-    ${LOADTEST_ARGS:-}
-python3 - "$RESULTS/loadtest-report.json" "$LATENT/loadtest-report.json" "$commit" <<'PY' | tee "$RESULTS/loadtest-latency.txt"
-import json, sys
+# The same fan-outs against an APNs that answers after Apple's round trips, with single sends (no groups or idle
+# connections: their figures are the loopback run's). The simulator's own counts, from its log in the kept work
+# folder, say whether the relay kept within its stream limits and made one provider token per connection.
+LATENT_REPORTS=()
+for LATENCY_MS in ${LATENCIES//,/ }; do
+    LATENT="$RESULTS/apns-${LATENCY_MS}ms"
+    WORK="$(mktemp -d /tmp/pushrelay-bench-XXXXXX)"
+    chmod 755 "$WORK" # the embedded PostgreSQL runs as its own user
+    mkdir -p "$LATENT"
+    echo "bench-loadtest: the fan-outs again, the APNs simulator answering after ${LATENCY_MS} ms (+ up to ${JITTER_MS} ms)"
+    # shellcheck disable=SC2086 # LOADTEST_ARGS is a list of options
+    "$PUSHRELAY_BIN" loadtest --fan-outs "$FANOUTS" --output "$LATENT" --apns-latency-ms "$LATENCY_MS" \
+        --apns-latency-jitter-ms "$JITTER_MS" --singles "$LATENT_SINGLES" --groups 0 --idle-connections 0 \
+        --short-fan-out-runs 1 --work-dir "$WORK/run" --keep-work-dir ${LOADTEST_ARGS:-}
+    grep -E '^(connections accepted|requests received|  |provider tokens seen|streams refused|streams over)' \
+        "$WORK/run/apns-sim.log" >"$LATENT/simulator-counts.txt" || true
+    rm -rf "$WORK"
+    LATENT_REPORTS+=("$LATENT")
+done
+python3 - "$RESULTS/loadtest-report.json" "$commit" "${LATENT_REPORTS[@]}" <<'PY' | tee "$RESULTS/loadtest-latency.txt"
+import json, os, re, sys
 
-loopback, latent = (json.load(open(path)) for path in sys.argv[1:3])
-latency = latent["configuration"].get("apns_latency_milliseconds", 0)
-jitter = latent["configuration"].get("apns_latency_jitter_milliseconds", 0)
-print(f"\n# fan-outs at 0 ms and at {latency} ms (+ up to {jitter} ms) of APNs round trip "
-      f"(commit {sys.argv[3]}, {latent['date']}, {latent['machine']})")
-print(f"{'fan-out':<12} {'0 ms notif/s':>14} {f'{latency} ms notif/s':>16} {'ratio':>8} {'peak RSS MiB':>14}  targets: "
-      f"ratio >= 90% at 80 ms (75% at 200 ms), RSS <= 300 MB")
+loopback = json.load(open(sys.argv[1]))
+commit, folders = sys.argv[2], sys.argv[3:]
 at_loopback = {f["size"]: f for f in loopback["fan_outs"]}
-for f in latent["fan_outs"]:
-    base = at_loopback.get(f["size"])
-    if not base:
-        continue
-    ratio = f["notifications_per_second"] / base["notifications_per_second"]
-    print(f"{f['size']:<12,} {base['notifications_per_second']:>14,.0f} {f['notifications_per_second']:>16,.0f} "
-          f"{100 * ratio:>7.1f}% {f['relay_peak_rss_mi_b']:>14.1f}")
-engine = (latent.get("engine_baseline") or {}).get("notifications_per_second")
-base_engine = (loopback.get("engine_baseline") or {}).get("notifications_per_second")
-if engine and base_engine:
-    print(f"{'engine alone':<12} {base_engine:>14,.0f} {engine:>16,.0f} {100 * engine / base_engine:>7.1f}%")
-accounting = latent["accounting"]
-print(f"accounting at {latency} ms: {accounting['accepted']:,} accepted, {accounting['recorded']:,} recorded, "
-      f"{'consistent' if not accounting['problems'] and accounting['accepted'] == accounting['recorded'] else 'INCONSISTENT'}")
+print(f"\n# fan-outs at 0 ms and at Apple's round trips (commit {commit}, {loopback['date']}, {loopback['machine']})")
+print("targets: 1,000,000 at 80 ms >= 90% of 0 ms and at 200 ms >= 75%; relay peak RSS <= 300 MB; single sends' ack p99"
+      " <= 10 ms and APNs answer p99 <= round trip + 20 ms; no stream over the limit, one provider token a connection")
+print(f"{'round trip':<11} {'fan-out':<10} {'0 ms notif/s':>13} {'notif/s':>9} {'ratio':>7} {'peak RSS MiB':>13}")
+for folder in folders:
+    latent = json.load(open(os.path.join(folder, "loadtest-report.json")))
+    latency = latent["configuration"].get("apns_latency_milliseconds", 0)
+    jitter = latent["configuration"].get("apns_latency_jitter_milliseconds", 0)
+    name = f"{latency} ms" + (f" +{jitter}" if jitter else "")
+    for f in latent["fan_outs"]:
+        base = at_loopback.get(f["size"])
+        if not base:
+            continue
+        ratio = f["notifications_per_second"] / base["notifications_per_second"]
+        target = 0.90 if latency <= 80 else 0.75
+        met = "" if f["size"] != 1_000_000 else ("  met" if ratio >= target else "  NOT met")
+        print(f"{name:<11} {f['size']:<10,} {base['notifications_per_second']:>13,.0f} {f['notifications_per_second']:>9,.0f} "
+              f"{100 * ratio:>6.1f}% {f['relay_peak_rss_mi_b']:>13.1f}{met}")
+    singles = latent.get("singles")
+    if singles:
+        ack, answer = singles["ack_milliseconds"]["p99"], singles["apns_milliseconds"]["p99"]
+        print(f"{name:<11} {singles['count']} single sends: ack p99 {ack:.2f} ms ({'met' if ack <= 10 else 'NOT met'}), "
+              f"APNs answer p99 {answer:.2f} ms ({'met' if answer <= latency + jitter + 20 else 'NOT met'} "
+              f"<= {latency + jitter + 20} ms), {singles['without_receipt']} without receipt")
+    counts = open(os.path.join(folder, "simulator-counts.txt")).read()
+    number = lambda pattern: int((re.search(pattern, counts) or [None, "-1"])[1])
+    over, refused = number(r"streams over the announced limit: (\d+)"), number(r"streams refused: (\d+)")
+    tokens = re.search(r"provider tokens seen: (\d+) on (\d+) connections", counts)
+    churn = int((re.search(r"(?i)toomanyprovidertokenupdates: (\d+)", counts) or [None, "0"])[1])
+    one_each = bool(tokens) and tokens[1] == tokens[2]
+    print(f"{name:<11} simulator: {over} streams over its limit, {refused} refused, provider tokens "
+          f"{tokens[1] if tokens else '?'} on {tokens[2] if tokens else '?'} connections, {churn} TooManyProviderTokenUpdates"
+          f" ({'met' if over == 0 and one_each and churn == 0 else 'NOT met'})")
+    accounting = latent["accounting"]
+    print(f"{name:<11} accounting: {accounting['accepted']:,} accepted, {accounting['recorded']:,} recorded, "
+          f"{'consistent' if not accounting['problems'] and accounting['accepted'] == accounting['recorded'] else 'INCONSISTENT'}")
 PY

@@ -20,6 +20,9 @@ public struct APNsSimulatorStatistics: Sendable {
     public var goawaysSent = 0
     /// Streams reset with REFUSED_STREAM.
     public var streamsRefused = 0
+    /// Streams a client opened beyond the SETTINGS_MAX_CONCURRENT_STREAMS the simulator announced (each reset):
+    /// a client that keeps within the peer's limit never opens one.
+    public var streamsOverLimit = 0
     /// Connections closed abruptly by the `dropConnectionAfter` fault.
     public var connectionsDropped = 0
     /// Connections stalled by the `stallAfter` fault.

@@ -166,6 +166,10 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
         if let error = error as? NIOHTTP2Errors.StreamError {
             // NIOHTTP2Handler has reset the stream (e.g. one stream too many); the connection lives on.
             pending[error.streamID] = nil
+            if error.baseError is NIOHTTP2Errors.MaxStreamsViolation {
+                report.streamsOverLimit += 1
+                core.merge(&report, connectionID: connectionID)
+            }
             return
         }
         // Connection-level HTTP/2 errors, TLS errors, unclean shutdowns: the connection is over.

@@ -12,6 +12,7 @@ struct ConnectionReport {
     var tokenSightings: [APNsSimulatorTokenSighting] = []
     var goawaysSent = 0
     var streamsRefused = 0
+    var streamsOverLimit = 0
     var connectionsDropped = 0
     var connectionsStalled = 0
     var requests: [APNsSimulatorRequest] = []
@@ -19,7 +20,7 @@ struct ConnectionReport {
     /// True when there is nothing to report (invalid payloads and token sightings come with requests).
     var isEmpty: Bool {
         requestsReceived == 0 && responsesByStatus.isEmpty && goawaysSent == 0 && streamsRefused == 0
-            && connectionsDropped == 0 && connectionsStalled == 0
+            && streamsOverLimit == 0 && connectionsDropped == 0 && connectionsStalled == 0
     }
 
     mutating func responded(status: Int, reason: APNsReason?) {
@@ -116,6 +117,7 @@ final class SimulatorCore: Sendable {
             }
             shared.statistics.goawaysSent += report.goawaysSent
             shared.statistics.streamsRefused += report.streamsRefused
+            shared.statistics.streamsOverLimit += report.streamsOverLimit
             shared.statistics.connectionsDropped += report.connectionsDropped
             shared.statistics.connectionsStalled += report.connectionsStalled
             if records, !requests.isEmpty {

@@ -203,6 +203,7 @@ struct APNsSimCommand: AsyncParsableCommand {
         say("provider tokens seen: \(tokens) on \(statistics.tokensByConnection.count) connections")
         say("GOAWAYs sent: \(statistics.goawaysSent)")
         say("streams refused: \(statistics.streamsRefused)")
+        say("streams over the announced limit: \(statistics.streamsOverLimit)")
         say("connections dropped: \(statistics.connectionsDropped)")
         say("connections stalled: \(statistics.connectionsStalled)")
     }
