@@ -18,13 +18,13 @@
 #   6. the accounting, each line checked: every relay got client connections through HAProxy and sent
 #      pages; every page claimed once; every token received exactly once; delivered rows == tokens received;
 #      the job completed (psql, and JobStatus through HAProxy); three live relays in relay_nodes; and the
-#      three together sent at most circl's 500 notifications/s (each paced at its share of the pages leased
-#      for circl, or at 500 / 3 before its heartbeat saw one)
+#      three together sent at most circl's 500 notifications/s, and at least 80% of it (each paced at its share
+#      of the pages leased for circl, or at 500 / 3 before its heartbeat saw one), with APNs 80 ms away
 #
 # Environment:
 #   PUSHRELAY_BIN       the relay binary (default .build/debug/pushrelay)
 #   THREE_DEVICES       devices (default 6000: pages of 250, 2,000, 2,000 and 1,750; at most 10,000)
-#   THREE_LATENCY_MS    the simulator's answer delay (default 20)
+#   THREE_LATENCY_MS    the simulator's answer delay (default 80, a round trip to Apple)
 #   THREE_TIMEOUT       seconds before the script gives up (default 600)
 set -euo pipefail
 
@@ -33,7 +33,7 @@ TIMEOUT="${THREE_TIMEOUT:-600}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 DEVICES="${THREE_DEVICES:-6000}"
-LATENCY_MS="${THREE_LATENCY_MS:-20}"
+LATENCY_MS="${THREE_LATENCY_MS:-80}"
 RATE=500 # circl's notifications_per_second (Tenants/circl.yaml)
 RUN="three$(date +%s)$$"
 fl_init
@@ -157,6 +157,8 @@ check "job completed with $DEVICES devices delivered, none failed or skipped" \
 check "JobStatus through HAProxy agrees" eq "$wire" "state=COMPLETED devices=$DEVICES delivered=$DEVICES failed=0 skipped=0"
 # 5% above the rate for the pacers' 50 ms bursts and the rounding of the measured window.
 check "the three relays together stayed within circl's $RATE/s (${send_rate}/s)" le "$send_rate" $((RATE * 105 / 100))
+# And near it: the pacing, not the round trip to APNs or the send window, sets the rate.
+check "the three relays together sent at 80% of circl's $RATE/s or more (${send_rate}/s)" ge "$send_rate" $((RATE * 80 / 100))
 [ "$failures" -eq 0 ] || fail "$failures accounting check(s) failed"
 
 step="stop"
