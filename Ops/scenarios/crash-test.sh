@@ -17,7 +17,7 @@
 #   5. the relay started again on the same cluster (left running by the killed relay, reused) and the
 #      same simulator; wait until the job is completed (psql)
 #   6. the accounting, each line checked: every registered token received at least once, nothing else;
-#      tokens received twice within (sendsInFlightPerPage + 2 x recordBatch) x pageLoops of FanOutTuning, and
+#      tokens received twice within the send window at its floor + 2 x recordBatch x pageLoops (FanOutTuning, fl_duplicate_window), and
 #      exactly the devices answered before the kill but not yet recorded; delivered rows of the job ==
 #      distinct tokens received, the same tokens; the job completed with every device delivered
 #

@@ -13,7 +13,7 @@
 #      leases is killed with SIGKILL (the embedded PostgreSQL, started by A, outlives it); its leased pages are noted
 #   4. the two others go on; the job completes after the killed relay's leases ran out (psql)
 #   5. the accounting, each line checked (as Ops/scenarios/crash-test.sh): every token received at least once, nothing
-#      else; tokens received twice within the fan-out's window (sendsInFlightPerPage + 2 x recordBatch) x pageLoops of FanOutTuning; no
+#      else; tokens received twice within the fan-out's window (the send window at its floor + 2 x recordBatch x pageLoops of FanOutTuning); no
 #      token more than twice; one delivered row per token, exactly the tokens the simulator answered 200; the
 #      job completed with every device delivered (psql, and JobStatus through HAProxy); the killed relay's
 #      pages were taken over by the survivors, and every page ended done

@@ -17,8 +17,8 @@
 #   4. the accounting, each line checked: the fan-out completed, every device recorded once, delivered rows
 #      == tokens the simulator answered 200; every flood send acked and delivered; the flood's answers took
 #      at least SLOW_FLOOD / max_in_flight x latency (the relay read at most max_in_flight at a time) and no
-#      250 ms window held more than max_in_flight answers; APNs streams in flight never above
-#      FanOutTuning's sendsInFlightPerPage x pageLoops plus max_in_flight; the RSS rose at most SLOW_RSS_LIMIT_MB
+#      250 ms window held more than max_in_flight answers; APNs streams in flight never above the fan-out's
+#      send window (pushrelay_fanout_send_window, sampled with them) plus max_in_flight; the RSS rose at most SLOW_RSS_LIMIT_MB
 #      above the sample before the fan-out, and the last quarter of the samples no higher than the peak
 #      of the first three quarters plus 10% (no steady growth)
 #
@@ -76,7 +76,8 @@ FL_OTHER_PIDS+=($!)
         m="$(curl -s --max-time 2 "http://127.0.0.1:$METRICS_PORT/metrics" || true)"
         streams="$(printf '%s\n' "$m" | awk '/^pushrelay_pool_streams_in_flight/ {s += $NF} END {print s + 0}')"
         due="$(printf '%s\n' "$m" | awk '/^pushrelay_pages_due/ {s += $NF} END {print s + 0}')"
-        echo "$(date +%s%3N) $streams $due"
+        window="$(printf '%s\n' "$m" | awk '/^pushrelay_fanout_send_window/ {s += $NF} END {print s + 0}')"
+        echo "$(date +%s%3N) $streams $due $window"
         sleep 1
     done
 ) >"$TMP/metrics.txt" &
@@ -125,10 +126,11 @@ read -r rss_samples rss_peak rss_last rss_head_peak rss_tail_peak <<<"$(awk '
     { v[NR] = $2; if ($2 > p) p = $2 }
     END { q = int(NR * 3 / 4); for (i = 1; i <= NR; i++) { if (i <= q) { if (v[i] > h) h = v[i] } else if (v[i] > t) t = v[i] }
           printf "%d %d %d %d %d\n", NR, p, v[NR], h, t }' "$TMP/rss.txt")"
-read -r streams_max due_max metric_samples <<<"$(awk '{ if ($2 > s) s = $2; if ($3 > d) d = $3 } END { printf "%d %d %d\n", s, d, NR }' "$TMP/metrics.txt")"
-concurrency="$(grep -oE 'var sendsInFlightPerPage = [0-9_]+' Sources/RelayServer/FanOut/FanOutTuning.swift | grep -oE '[0-9_]+$' | tr -d _)"
-loops="$(grep -oE 'var pageLoops = [0-9_]+' Sources/RelayServer/FanOut/FanOutTuning.swift | grep -oE '[0-9_]+$' | tr -d _)"
-streams_bound=$((concurrency * loops + MAX_IN_FLIGHT))
+# Each sample's streams against the largest send window seen up to it (the fan-out's sends in flight stay within
+# the window, SendWindow) plus max_in_flight: the samples above that bound are counted.
+read -r streams_max due_max metric_samples window_max over_bound <<<"$(awk -v extra="$MAX_IN_FLIGHT" '
+    { if ($2 > s) s = $2; if ($3 > d) d = $3; if ($4 > w) w = $4; if ($2 > w + extra) o++ }
+    END { printf "%d %d %d %d %d\n", s, d, NR, w, o }' "$TMP/metrics.txt")"
 # The flood's answers, max_in_flight at a time, each after at least one APNs latency.
 flood_floor_ms=$((FLOOD / MAX_IN_FLIGHT * LATENCY_MS))
 
@@ -139,7 +141,7 @@ fanout_s="$((fanout_ms / 1000)).$((fanout_ms % 1000 / 100))"
 echo "fault-slow-apns accounting (run $RUN, job $JOB, $(date -u +%F)):"
 echo "  APNs latency / relay max_in_flight    ${LATENCY_MS} ms / $MAX_IN_FLIGHT (HELLO_OK says ${FLOODACC[relay_max_in_flight]})"
 echo "  relay RSS                             $(mb "$RSS_BEFORE") MB before the fan-out, peak $(mb "$rss_peak") MB, last $(mb "$rss_last") MB ($rss_samples samples; peak of the first 3/4 $(mb "$rss_head_peak") MB, of the last 1/4 $(mb "$rss_tail_peak") MB)"
-echo "  APNs streams in flight (metrics)      max $streams_max (bound $streams_bound = $concurrency x $loops + $MAX_IN_FLIGHT); pages due max $due_max ($metric_samples samples)"
+echo "  APNs streams in flight (metrics)      max $streams_max (bound: the send window, at most $window_max, + $MAX_IN_FLIGHT; $over_bound samples above it); pages due max $due_max ($metric_samples samples)"
 echo "  flood                                 $FLOOD waited sends on one connection: ${FLOODACC[answers]} answers (${FLOODACC[codes]})"
 echo "    answer latency                      p50 ${FLOODACC[latency_p50_ms]} ms, p90 ${FLOODACC[latency_p90_ms]} ms, last ${FLOODACC[latency_max_ms]} ms (floor $FLOOD / $MAX_IN_FLIGHT x ${LATENCY_MS} ms = ${flood_floor_ms} ms)"
 echo "    answers per 250 ms                  most ${FLOODACC[most_answers_in_250ms]}: ${FLOODACC[waves]}"
@@ -155,7 +157,8 @@ check "back-pressure: the flood took >= $FLOOD / $MAX_IN_FLIGHT x ${LATENCY_MS} 
     ge "${FLOODACC[latency_max_ms]}" "$flood_floor_ms"
 check "back-pressure: at most max_in_flight answers in any 250 ms (${FLOODACC[most_answers_in_250ms]})" \
     le "${FLOODACC[most_answers_in_250ms]}" "$MAX_IN_FLIGHT"
-check "APNs streams in flight sampled and bounded ($streams_max <= $streams_bound)" eq "$((streams_max > 0 && streams_max <= streams_bound))" 1
+check "APNs streams in flight sampled and within the send window + $MAX_IN_FLIGHT ($streams_max, window at most $window_max)" \
+    eq "$((streams_max > 0 && window_max > 0 && over_bound == 0))" 1
 check "RSS growth $(mb $((rss_peak - RSS_BEFORE))) MB <= ${RSS_LIMIT_MB} MB" le "$((rss_peak - RSS_BEFORE))" "$((RSS_LIMIT_MB * 1024))"
 check "no steady RSS growth: last quarter's peak <= first three quarters' peak + 10%" \
     le "$rss_tail_peak" "$((rss_head_peak * 110 / 100))"

@@ -118,8 +118,11 @@ extension APNsPool {
         }
     }
 
-    /// Closes the idle connection of slot `index`, which went out of use: it has no stream in flight.
+    /// Takes slot `index` out of use: cancels its reconnect timer and closes its idle connection (it has no stream
+    /// in flight).
     func retire(slot index: Int) {
+        reconnectTasks[index]?.cancel()
+        reconnectTasks[index] = nil
         guard let handler = handlers[index] else { return }
         logger.debug("APNs pool shrinks", metadata: ["slot": "\(index)", "connection": "\(handler.id)"])
         handlers[index] = nil

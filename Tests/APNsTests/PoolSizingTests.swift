@@ -113,6 +113,29 @@ struct PoolSizingTests {
         #expect(pool.grow(connections) == [])
     }
 
+    @Test func aSlotAboveTheFloorThatKeepsFailingToConnectIsTakenOutOfUseAfterTheIdleTimeout() {
+        var clock = ManualClock()
+        var (pool, connections) = Self.runningPool(floor: 1, cap: 2, limit: 10, idleTimeout: .minutes(5))
+        Self.submit(15, to: &pool, &connections, now: clock.now)
+        let growth = pool.grow(connections)
+        #expect(growth.map(\.slot) == [1])
+        // The peer refuses the new connection: the slot waits for its reconnect backoff, and the pool opens no
+        // other meanwhile.
+        let change = pool.connectFailed(
+            slot: 1, attempt: growth[0].attempt, error: "refused", connections: connections)
+        guard case .after = change?.reconnect else {
+            Issue.record("a refused slot reconnected at once: \(String(describing: change))")
+            return
+        }
+        #expect(pool.grow(connections) == [])
+        #expect(pool.shrink(now: clock.now, connections: connections) == [])
+        clock.advance(.minutes(5))
+        #expect(pool.shrink(now: clock.now, connections: connections) == [1])
+        #expect(!pool.slots[1].inUse)
+        // Its reconnect timer, if it fires, connects nothing.
+        #expect(pool.reconnectDue(slot: 1) == nil)
+    }
+
     @Test func connectionsAboveTheFloorCloseAfterTheIdleTimeoutWithoutANewStream() {
         var clock = ManualClock()
         var (pool, connections) = Self.runningPool(floor: 1, cap: 3, limit: 10, idleTimeout: .minutes(5))

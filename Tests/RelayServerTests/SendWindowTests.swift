@@ -79,4 +79,24 @@ import Testing
         #expect(window.size == 3_072)
         #expect(window.samples.isEmpty)
     }
+
+    @Test func pagesHoldTheirSharesAndBorrowOnlyTheRoomTheWindowHas() {
+        var tuning = FanOutTuning.standard
+        tuning.minimumSendsInFlight = 80
+        tuning.maximumSendsInFlight = 80
+        tuning.pageLoops = 8
+        let window = SharedSendWindow(tuning)
+        // A page of 3 devices claims 3; seven pages of many claim a share of 10 each.
+        #expect(window.join(upTo: 3) == 3)
+        for _ in 0..<7 { #expect(window.join(upTo: 4_000) == 10) }
+        #expect(window.room == 7)
+        // The room is borrowed one send at a time, and no further.
+        for _ in 0..<7 { #expect(window.borrow()) }
+        #expect(!window.borrow())
+        #expect(window.room == 0)
+        // A page that ends gives its claim back: others may borrow it.
+        window.release(3)
+        #expect(window.room == 3)
+        #expect(window.borrow())
+    }
 }

@@ -51,30 +51,37 @@ extension PoolStateMachine {
         return growth
     }
 
-    /// The slots above the floor whose connections opened no stream and had none in flight for
-    /// ``Configuration/idleConnectionTimeout`` by `now`: they go out of use, and their connections are to be
-    /// closed (they have nothing in flight). Looked at on every housekeeping tick.
+    /// The slots above the floor to take out of use at `now`: those whose connections opened no stream and had
+    /// none in flight for ``Configuration/idleConnectionTimeout``, and those that have waited as long to connect
+    /// again after failures (a peer that refuses them is not asked again and again). Their connections, if any,
+    /// are to be closed (they have nothing in flight), their reconnect timers cancelled. Looked at on every
+    /// housekeeping tick.
     mutating func shrink(now: NIODeadline, connections: some PoolConnections) -> [Int] {
-        var idle: [Int] = []
+        var retired: [Int] = []
         for index in configuration.minimumConnections..<slots.count where slots[index].inUse {
-            guard slots[index].connection != nil, connections.isReady(slot: index) else {
-                slots[index].idle = nil
+            let opened: Int
+            if slots[index].connection != nil {
+                guard connections.isReady(slot: index), connections.streamsInFlight(slot: index) == 0 else {
+                    slots[index].quiet = nil
+                    continue
+                }
+                opened = connections.streamsOpened(slot: index)
+            } else if slots[index].attempt == nil && slots[index].failures > 0 {
+                // Waiting for its reconnect backoff.
+                opened = -1
+            } else {
+                slots[index].quiet = nil
                 continue
             }
-            let opened = connections.streamsOpened(slot: index)
-            guard connections.streamsInFlight(slot: index) == 0 else {
-                slots[index].idle = nil
+            guard let quiet = slots[index].quiet, quiet.streamsOpened == opened else {
+                slots[index].quiet = Quiet(since: now, streamsOpened: opened)
                 continue
             }
-            guard let since = slots[index].idle, since.streamsOpened == opened else {
-                slots[index].idle = (now, opened)
-                continue
-            }
-            if now - since.since >= configuration.idleConnectionTimeout {
+            if now - quiet.since >= configuration.idleConnectionTimeout {
                 slots[index] = Slot(inUse: false)
-                idle.append(index)
+                retired.append(index)
             }
         }
-        return idle
+        return retired
     }
 }

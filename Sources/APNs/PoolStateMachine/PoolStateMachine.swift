@@ -19,8 +19,9 @@ protocol PoolConnections {
 }
 
 /// A pool of connections to APNs, as a value: its slots (one connection each, with its connection attempts,
-/// failures and reconnect backoff; as many as the floor always, up to the cap under load), the queue of requests waiting for a stream, the callers waiting for room in
-/// the queue, the requests waiting for a retry, and the pool's start and shutdown.
+/// failures and reconnect backoff; the floor's always in use, the others up to the cap while the load needs
+/// them), the queue of requests waiting for a stream, the callers waiting for room in the queue, the requests
+/// waiting for a retry, and the pool's start and shutdown.
 ///
 /// It takes the pool's inputs (a request submitted, a connection attempt's or connection's events, a request's
 /// attempt ended, a timer due, the time at a housekeeping tick, shutdown) and answers each with what to do: open a
@@ -79,14 +80,16 @@ struct PoolStateMachine {
         var failures = 0
         /// Whether `start()` still waits for this slot's first attempt.
         var startPending = false
-        /// Since when the slot's connection has had no stream in flight, and how many it had opened then.
-        var idle: (since: NIODeadline, streamsOpened: Int)?
+        /// Since when the slot has had no stream in flight (its connection idle, or none while it waits to
+        /// reconnect), with the streams its connection had opened then.
+        var quiet: Quiet?
+    }
 
-        static func == (lhs: Slot, rhs: Slot) -> Bool {
-            lhs.inUse == rhs.inUse && lhs.connection == rhs.connection && lhs.attempt == rhs.attempt
-                && lhs.failures == rhs.failures && lhs.startPending == rhs.startPending
-                && lhs.idle?.since == rhs.idle?.since && lhs.idle?.streamsOpened == rhs.idle?.streamsOpened
-        }
+    /// A slot seen without a stream in flight: since when, and how many streams its connection had opened then
+    /// (-1 without a connection); one opened since means it was not quiet all along.
+    struct Quiet: Equatable {
+        var since: NIODeadline
+        var streamsOpened: Int
     }
 
     /// Where the pool is in its life.
@@ -273,7 +276,7 @@ struct PoolStateMachine {
     /// peer that accepts and then refuses every connection is not hammered.
     mutating func connectionDraining(slot index: Int, hasDelivered: Bool) -> Reconnect? {
         slots[index].connection = nil
-        slots[index].idle = nil
+        slots[index].quiet = nil
         if !hasDelivered { slots[index].failures += 1 }
         return reconnect(slot: index)
     }
@@ -283,7 +286,7 @@ struct PoolStateMachine {
         slot index: Int, setupError: String?, hasDelivered: Bool, connections: some PoolConnections
     ) -> SlotChange {
         slots[index].connection = nil
-        slots[index].idle = nil
+        slots[index].quiet = nil
         var finishStart: StartOutcome?
         if let setupError {
             lastConnectError = setupError

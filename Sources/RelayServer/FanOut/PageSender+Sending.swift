@@ -22,7 +22,11 @@ extension PageSender {
         // The sends in flight, by position in `devices`: no record is built before the answer comes.
         var started = [StartedSend?](repeating: nil, count: devices.count)
         var inFlight = 0
-        defer { window.ended(inFlight) }
+        // The sends of the process's send window this page holds: its share while it has that many to send, and
+        // those it borrowed beyond it while they are in flight.
+        let share = window.join(upTo: devices.count)
+        var claimed = share
+        defer { window.release(claimed) }
         var pending: [DeliveryRecord] = []
         var writing: Task<Void, any Error>?
         var latencies: [Duration] = []
@@ -32,14 +36,14 @@ extension PageSender {
         while true {
             // A paced page starts its sends slowly: it stops starting them to record once a batch of answers
             // waits, so that the answers left unrecorded stay within the crash bound.
-            var share = window.share
-            while inFlight < share || window.room > 0, next < devices.endIndex, !lost(),
-                pending.count + inbox.waiting < recordBatch
-            {
+            while next < devices.endIndex, !lost(), pending.count + inbox.waiting < recordBatch {
+                if inFlight >= claimed {
+                    guard window.borrow() else { break }
+                    claimed += 1
+                }
                 if allowed == 0 {
-                    share = window.share
                     let room = min(
-                        max(share - inFlight, window.room, 1), devices.endIndex - next,
+                        claimed - inFlight + window.room, devices.endIndex - next,
                         recordBatch - pending.count - inbox.waiting)
                     allowed = await pacer.acquire(
                         tenant: page.tenantID, rate: rate, upTo: room, beforeWaiting: { passes.submit() })
@@ -60,7 +64,6 @@ extension PageSender {
                     )
                     started[index] = StartedSend(sentAt: startedAt.date, at: startedAt.instant)
                     inFlight += 1
-                    window.started()
                     passes.append(index, notification, to: pool, environment: device.environment)
                 case .failure(let refusal):
                     var record = unanswered(device, sentAt: startedAt.date, outcome: refusal.outcome)
@@ -70,6 +73,12 @@ extension PageSender {
                 }
             }
             passes.submit()
+            // What the page holds beyond its sends in flight and its share of what it has left to send goes back.
+            let needed = max(inFlight, min(share, inFlight + devices.endIndex - next))
+            if claimed > needed {
+                window.release(claimed - needed)
+                claimed = needed
+            }
             if inFlight == 0 && pending.count < recordBatch { break }
             if inFlight > 0 {
                 let answers = await inbox.take(atLeast: min(tuning.answerBatch, inFlight))
@@ -88,7 +97,6 @@ extension PageSender {
                             devices[answer.index], send: send, answer: answer, answeredAt: answeredAt,
                             latencies: &latencies))
                 }
-                window.ended(answered)
                 window.record(answers: answered, shortestRoundTrip: shortest)
             }
             if pending.count >= recordBatch {

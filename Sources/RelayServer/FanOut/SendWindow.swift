@@ -74,8 +74,8 @@ struct SendWindow {
         let rate = samples.map(\.rate).max() ?? 0
         guard let roundTrip = samples.compactMap(\.shortestRoundTrip).min() else { return configuration.minimum }
         let product = 2 * rate * roundTrip.seconds
-        guard product.isFinite else { return configuration.maximum }
-        return min(configuration.maximum, max(configuration.minimum, Int(product.rounded())))
+        guard product.isFinite, product < Double(configuration.maximum) else { return configuration.maximum }
+        return max(configuration.minimum, Int(product.rounded()))
     }
 
     private static func shorter(_ a: Duration?, _ b: Duration?) -> Duration? {
