@@ -129,6 +129,18 @@ public struct APNsResponse: Sendable, Hashable {
         }
     }
 
+    /// True when APNs refuses the sender's credentials or topic (its key, team, certificate or bundle id): every
+    /// request of the pool fails the same way until that configuration is fixed, so the caller stops sending
+    /// through it and holds its notifications instead of spending them.
+    public var refusesConfiguration: Bool {
+        switch reason {
+        case .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken,
+            .badCertificate, .badCertificateEnvironment, .forbidden, .badTopic, .topicDisallowed, .missingTopic:
+            true
+        default: false
+        }
+    }
+
     /// True when this response means the connection's provider token must not be used again
     /// (403 ExpiredProviderToken or 429 TooManyProviderTokenUpdates): the connection is replaced.
     public var invalidatesConnection: Bool {

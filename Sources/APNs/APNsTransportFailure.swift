@@ -22,4 +22,16 @@ public enum APNsTransportFailure: Error, Sendable, Hashable, CustomStringConvert
         case .connectFailed(let why): "could not connect to APNs: \(why)"
         }
     }
+
+    /// A short name of the failure for metrics' labels and records: `not_processed`, `connection_lost`,
+    /// `stream_reset`, `deadline_exceeded` or `connect_failed`.
+    public var code: String {
+        switch self {
+        case .notProcessed: "not_processed"
+        case .connectionLost: "connection_lost"
+        case .streamReset: "stream_reset"
+        case .deadlineExceeded: "deadline_exceeded"
+        case .connectFailed: "connect_failed"
+        }
+    }
 }

@@ -72,6 +72,8 @@ extension Pushrelay_V1_ErrorCode {
         case .duplicateRequestID: "DUPLICATE_REQUEST_ID"
         case .shuttingDown: "SHUTTING_DOWN"
         case .alreadyAuthenticated: "ALREADY_AUTHENTICATED"
+        case .noProviderKey: "NO_PROVIDER_KEY"
+        case .providerKeyUnreadable: "PROVIDER_KEY_UNREADABLE"
         case .UNRECOGNIZED(let value): "UNRECOGNIZED(\(value))"
         }
     }

@@ -62,6 +62,7 @@ extension DeliveryOutcome {
         case .configurationFault: "rejected"
         case .retryLater: "failed"
         case .skipped: "skipped"
+        case .expired: "expired"
         }
     }
 }

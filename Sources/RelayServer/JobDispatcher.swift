@@ -12,18 +12,22 @@ import Synchronization
 final class JobDispatcher: Sendable {
     private let store: RelayStore
     private let worker: FanOutWorker
+    private let pools: PoolRegistry
 
     /// How often a caller waiting for its job looks at the job's progress.
     static let waitPollInterval: Duration = .milliseconds(20)
 
-    init(store: RelayStore, worker: FanOutWorker) {
+    init(store: RelayStore, worker: FanOutWorker, pools: PoolRegistry) {
         self.store = store
         self.worker = worker
+        self.pools = pools
     }
 
     /// Accepts `request`: commits its job (or finds the job of its idempotency key) and answers at once,
-    /// or, when the request asks to wait, when every device due now has its outcome. The job is logged
-    /// with `logger`'s request metadata and its `job` id.
+    /// or, when the request asks to wait, when every device due now has its outcome (or waits for its provider).
+    /// The job is logged with `logger`'s request metadata and its `job` id. A SEND no usable key could ever serve
+    /// (the tenant has none for the type's environments, or this relay cannot open them) is refused first:
+    /// `NO_PROVIDER_KEY` or `PROVIDER_KEY_UNREADABLE`, logged at error level once per tenant and cause.
     func send(
         _ request: Pushrelay_V1_Send,
         raw: [UInt8],
@@ -32,6 +36,9 @@ final class JobDispatcher: Sendable {
         logger: Logger
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
         let plan = try SendPlan(request, tenant: tenant)
+        if let refusal = await pools.sendRefusal(tenant: tenant.id, environments: plan.environments) {
+            throw refusal
+        }
         // A job due now goes to a planner of this process that waits for work, if there is one: it is written
         // leased to this process and planned without a claim.
         let scheduledLater = plan.schedule.earliest.map { $0 > Date() } ?? false
@@ -142,8 +149,13 @@ final class JobDispatcher: Sendable {
                 var outcome = Pushrelay_V1_DeviceOutcome()
                 outcome.userID = device.user
                 outcome.token = device.token
-                outcome.outcome = "deferred"
-                outcome.reason = "scheduled for \(device.dueAt.unixMilliseconds)"
+                if let reason = device.waitReason {
+                    outcome.outcome = "waiting"
+                    outcome.reason = reason
+                } else {
+                    outcome.outcome = "deferred"
+                    outcome.reason = "scheduled for \(device.dueAt.unixMilliseconds)"
+                }
                 outcomes.append(outcome)
             }
             // The registry says each token's environment and, for a dead one, Apple's timestamp.

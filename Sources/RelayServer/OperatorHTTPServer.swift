@@ -6,10 +6,13 @@ public import Prometheus
 
 /// The operators' HTTP port: `GET /metrics` (the Prometheus text exposition of a registry),
 /// `GET /healthz` (200 while the process runs), `GET /readyz` (200 when the readiness check finds nothing
-/// wrong, else 503 with the reason), 404 for anything else. One request per connection.
+/// wrong, else 503 with the reason), `GET /status` (the delivery health per tenant and environment, JSON), 404 for
+/// anything else. One request per connection.
 public final class OperatorHTTPServer: Sendable {
     /// Says why the process is not ready, or `nil` when it is.
     public typealias Readiness = @Sendable () async -> String?
+    /// The `/status` document: the relay's delivery health per tenant and environment, as JSON.
+    public typealias Status = @Sendable () async -> [UInt8]
 
     /// The bound port (the chosen one when port 0 was asked for).
     public let port: Int
@@ -30,6 +33,7 @@ public final class OperatorHTTPServer: Sendable {
         port: Int,
         registry: PrometheusCollectorRegistry,
         readiness: @escaping Readiness,
+        status: @escaping Status = { Array("{}\n".utf8) },
         group: any EventLoopGroup,
         logger: Logger
     ) async throws -> OperatorHTTPServer {
@@ -40,7 +44,8 @@ public final class OperatorHTTPServer: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
-                    try pipeline.addHandler(OperatorHTTPHandler(registry: registry, readiness: readiness))
+                    try pipeline.addHandler(
+                        OperatorHTTPHandler(registry: registry, readiness: readiness, status: status))
                 }
             }
             .bind(host: host, port: port)
@@ -66,11 +71,16 @@ final class OperatorHTTPHandler: ChannelInboundHandler {
 
     private let registry: PrometheusCollectorRegistry
     private let readiness: OperatorHTTPServer.Readiness
+    private let status: OperatorHTTPServer.Status
     private var head: HTTPRequestHead?
 
-    init(registry: PrometheusCollectorRegistry, readiness: @escaping OperatorHTTPServer.Readiness) {
+    init(
+        registry: PrometheusCollectorRegistry, readiness: @escaping OperatorHTTPServer.Readiness,
+        status: @escaping OperatorHTTPServer.Status
+    ) {
         self.registry = registry
         self.readiness = readiness
+        self.status = status
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -111,6 +121,15 @@ final class OperatorHTTPHandler: ChannelInboundHandler {
                 case .failure(let error):
                     handler.write(.serviceUnavailable, body: "not ready: \(error)\n", head: head, context: context)
                 }
+            }
+        case "/status":
+            let status = self.status
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.makeFutureWithTask { await status() }.whenComplete { result in
+                let (handler, context) = bound.value
+                handler.write(
+                    .ok, body: (try? result.get()) ?? Array("{}\n".utf8), contentType: "application/json",
+                    head: head, context: context)
             }
         default:
             write(.notFound, body: "not found\n", head: head, context: context)

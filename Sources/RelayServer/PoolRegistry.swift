@@ -1,8 +1,8 @@
 public import APNs
+public import Foundation
 public import Logging
-import Metrics
 public import NIOCore
-public import PushRelayProtocol
+import PushRelayProtocol
 public import RelayStore
 
 /// Where the relay's APNs pools connect and how large they are.
@@ -46,44 +46,94 @@ public struct APNsTarget: Sendable {
 ///
 /// When a tenant's keys change, the pools signed with the old key are taken out of service at once and
 /// shut down after their in-flight requests are answered: the old key is retired after its in-flight work.
+///
+/// A destination (tenant and environment) whose configuration APNs refuses, or for which the relay has no usable
+/// key, is faulted (<doc:Outages>): its pool takes no sends, which are held instead, until a key change or a
+/// probe every ``faultProbeInterval`` finds it fixed.
 public actor PoolRegistry {
-    private struct PoolKey: Hashable {
+    struct PoolKey: Hashable, Comparable {
         var tenant: String
         var environment: APNsEnvironment
+
+        static func < (lhs: PoolKey, rhs: PoolKey) -> Bool {
+            (lhs.tenant, lhs.environment.rawValue) < (rhs.tenant, rhs.environment.rawValue)
+        }
     }
 
-    private struct Entry {
+    struct Entry {
         var generation: Int
         var task: Task<(pool: APNsPool, keyID: String), any Error>
     }
 
-    private let store: RelayStore
-    private let masterKey: MasterKey?
+    /// A destination that cannot deliver until its configuration is fixed.
+    struct Fault: Sendable {
+        /// The provider's reason or the relay's (`no_signing_key`, `master_key_mismatch`, ...).
+        var reason: String
+        /// What to fix.
+        var detail: String
+        /// When it was first met.
+        var since: Date
+        /// When a send may next go through to find out whether it is fixed.
+        var probeAt: ContinuousClock.Instant
+    }
+
+    /// How long a faulted destination holds every send before one page goes through to try again.
+    static let faultProbeInterval: Duration = .seconds(30)
+    /// How long the answer to "does this destination have a usable key" is kept for SEND's check.
+    static let keyCheckLifetime: Duration = .seconds(10)
+
+    let store: RelayStore
+    let masterKey: MasterKey?
     private let target: APNsTarget
     private let group: any EventLoopGroup
-    private let logger: Logger
-    private var pools: [PoolKey: Entry] = [:]
+    let logger: Logger
+    /// The name this relay reports faults under (its fan-out's owner name).
+    let relayName: String
+    var pools: [PoolKey: Entry] = [:]
     private var generation = 0
     private var rebuilds: [String: Int] = [:]
-    /// Every pool built so far, at start (``warm(_:)``) or later on first use: readiness wants each of them
-    /// up. A pool leaves the set only when its tenant no longer has a usable key after a key change.
+    /// Every pool built so far, at start (``warm(_:)``) or later on first use: the status view lists them. A pool
+    /// leaves the set only when its tenant no longer has a usable key after a key change.
     private var built: Set<PoolKey> = []
+    var faults: [PoolKey: Fault] = [:]
+    /// Destinations whose fault was cleared since the metrics were last sampled, with its reason: their gauge
+    /// goes to 0.
+    var clearedFaults: [PoolKey: String] = [:]
+    /// Whether each destination has a usable key (`nil`) or why not, and when that was found.
+    var keyChecks: [PoolKey: (problem: PoolUnavailable?, at: ContinuousClock.Instant)] = [:]
+    /// The refusal code each tenant's SENDs were last logged with (logged once per change).
+    var refusalsLogged: [String: Pushrelay_V1_ErrorCode] = [:]
+    /// Whether the master key opens every stored key (`nil`) or why not, and when that was found.
+    var sealedKeysCheck: (problem: String?, at: ContinuousClock.Instant)?
 
-    /// A registry that builds pools on `group` with keys from `store`, unsealed with `masterKey`.
-    public init(store: RelayStore, masterKey: MasterKey?, target: APNsTarget, group: any EventLoopGroup, logger: Logger)
-    {
+    /// A registry that builds pools on `group` with keys from `store`, unsealed with `masterKey`; it reports
+    /// faults as `relayName`.
+    public init(
+        store: RelayStore, masterKey: MasterKey?, target: APNsTarget, group: any EventLoopGroup, logger: Logger,
+        relayName: String = ProcessInfo.processInfo.hostName
+    ) {
         self.store = store
         self.masterKey = masterKey
         self.target = target
         self.group = group
         self.logger = logger
+        self.relayName = relayName
     }
 
     /// The warm pool for `tenant` in `environment`, built on first use.
     ///
-    /// - Throws: `UNAVAILABLE` when the tenant has no usable key for the environment or the pool cannot connect.
-    public func pool(tenant: String, environment: APNsEnvironment) async throws(ProtocolError) -> APNsPool {
+    /// - Throws: ``PoolUnavailable`` when the destination is faulted (until its next probe), the tenant has no
+    ///   usable key for it (which faults it), or the pool cannot connect.
+    func pool(tenant: String, environment: APNsEnvironment) async throws(PoolUnavailable) -> APNsPool {
         let key = PoolKey(tenant: tenant, environment: environment)
+        if let fault = faults[key] {
+            let now = ContinuousClock.now
+            guard now >= fault.probeAt else {
+                throw PoolUnavailable(reason: fault.reason, message: fault.detail, isConfiguration: true)
+            }
+            // This caller tries it; the others keep holding until the next probe.
+            faults[key]?.probeAt = now + Self.faultProbeInterval
+        }
         let entry: Entry
         if let existing = pools[key] {
             entry = existing
@@ -100,8 +150,15 @@ public actor PoolRegistry {
         } catch {
             // A failed build is forgotten, so the next send tries again.
             if pools[key]?.generation == entry.generation { pools[key] = nil }
-            if let error = error as? ProtocolError { throw error }
-            throw ProtocolError(.unavailable, "APNs pool for \(tenant) (\(environment.rawValue)): \(error)")
+            let unavailable =
+                error as? PoolUnavailable
+                ?? PoolUnavailable(
+                    reason: (error as? APNsPoolError)?.code ?? "connect_failed",
+                    message: "APNs pool for \(tenant) (\(environment.rawValue)): \(error)", isConfiguration: false)
+            if unavailable.isConfiguration {
+                await reportFault(tenant: tenant, environment: environment, reason: unavailable.reason)
+            }
+            throw unavailable
         }
     }
 
@@ -113,8 +170,14 @@ public actor PoolRegistry {
     /// After a change of `tenant`'s keys: each of its pools whose signing key is no longer the one to use is
     /// taken out of service and built again with the current key; the old pool finishes its in-flight
     /// requests, then closes, and keys that were `retiring` are then marked retired. Pools whose key is
-    /// unchanged, and other tenants' pools, are untouched.
+    /// unchanged, and other tenants' pools, are untouched. The tenant's faults are cleared and its held
+    /// notifications made due: the new key is tried at once (and faults again if it is refused too).
     public func keysChanged(tenant: String) async {
+        keyChecks = keyChecks.filter { $0.key.tenant != tenant }
+        sealedKeysCheck = nil
+        for key in faults.keys where key.tenant == tenant {
+            await clearFault(key, why: "the tenant's signing keys changed")
+        }
         let affected = pools.filter { $0.key.tenant == tenant }
         var replaced: [APNsPool] = []
         for (key, entry) in affected {
@@ -131,7 +194,7 @@ public actor PoolRegistry {
             do {
                 _ = try await pool(tenant: tenant, environment: key.environment)
             } catch {
-                // No usable key left for the environment: there is no pool for readiness to wait for.
+                // No usable key left for the environment: there is no pool to list.
                 built.remove(key)
                 logger.warning(
                     "pool not rebuilt after a key change",
@@ -155,14 +218,19 @@ public actor PoolRegistry {
     }
 
     /// Builds the pools of every listed tenant and environment now, so the first send finds them warm.
-    /// Tenants without a usable key are logged and skipped.
+    /// Tenants without a usable key are faulted (logged once) and skipped.
     public func warm(_ tenants: [(tenant: String, environment: APNsEnvironment)]) async {
         for (tenant, environment) in tenants {
             do {
                 _ = try await pool(tenant: tenant, environment: environment)
             } catch {
+                guard !error.isConfiguration else { continue }
                 logger.warning(
-                    "APNs pool not warmed", metadata: ["tenant": "\(tenant)", "error": "\(error.message)"]
+                    "APNs pool not warmed; it connects again on first use",
+                    metadata: [
+                        "tenant": "\(tenant)", "apns.environment": "\(environment.rawValue)",
+                        "error": "\(error.message)",
+                    ]
                 )
             }
         }
@@ -182,51 +250,16 @@ public actor PoolRegistry {
         }
     }
 
-    /// Samples every built pool into the `pushrelay_pool_connections` (ready connections) and
-    /// `pushrelay_pool_streams_in_flight` gauges, by tenant and environment.
-    public func recordMetrics() async {
-        for (key, entry) in pools {
-            guard let current = try? await entry.task.value, let snapshot = try? await current.pool.snapshot() else {
-                continue
-            }
-            let dimensions = [("tenant", key.tenant), ("environment", key.environment.rawValue)]
-            Gauge(label: RelayMetrics.poolConnectionsLabel, dimensions: dimensions)
-                .record(snapshot.connections.count(where: \.isReady))
-            Gauge(label: RelayMetrics.poolStreamsLabel, dimensions: dimensions).record(snapshot.streamsInFlight)
+    /// Each built pool's snapshot, by destination (a pool that does not answer is left out).
+    func snapshots() async -> [(key: PoolKey, snapshot: APNsPoolSnapshot)] {
+        var found: [(key: PoolKey, snapshot: APNsPoolSnapshot)] = []
+        for key in built.sorted() {
+            guard let entry = pools[key], let current = try? await entry.task.value,
+                let snapshot = try? await current.pool.snapshot()
+            else { continue }
+            found.append((key, snapshot))
         }
-    }
-
-    /// Why the relay cannot send right now, or `nil` when every pool built so far (warmed at start or built
-    /// on first use after it) has at least one ready connection and no tenant's stored keys wait for a master
-    /// key the relay was not given.
-    public func notReadyReason() async -> String? {
-        if masterKey == nil, let locked = await tenantsWithLockedKeys(), !locked.isEmpty {
-            return "no master key: the stored signing keys of \(locked.joined(separator: ", ")) cannot be opened "
-                + "(give --master-key-file or PUSHRELAY_MASTER_KEY)"
-        }
-        for key in built.sorted(by: { ($0.tenant, $0.environment.rawValue) < ($1.tenant, $1.environment.rawValue) }) {
-            let name = "\(key.tenant) (\(key.environment.rawValue))"
-            guard let entry = pools[key], let current = try? await entry.task.value else {
-                return "APNs pool \(name) is not built"
-            }
-            guard let snapshot = try? await current.pool.snapshot(), snapshot.connections.contains(where: \.isReady)
-            else {
-                return "APNs pool \(name) has no ready connection"
-            }
-        }
-        return nil
-    }
-
-    /// The enabled tenants that have stored signing keys in use (none retired), which only a master key opens;
-    /// `nil` when the database does not answer.
-    private func tenantsWithLockedKeys() async -> [String]? {
-        guard let tenants = try? await store.listTenants().filter(\.enabled) else { return nil }
-        var locked: [String] = []
-        for tenant in tenants {
-            guard let keys = try? await store.listSigningKeys(tenant: tenant.id) else { return nil }
-            if keys.contains(where: { $0.status != .retired }) { locked.append(tenant.id) }
-        }
-        return locked.sorted()
+        return found
     }
 
     /// Shuts every pool down, waiting up to `gracePeriod` for in-flight requests.
@@ -259,17 +292,42 @@ public actor PoolRegistry {
         return (pool, signingKey.keyID)
     }
 
-    private func signingKey(tenant: String, environment: APNsEnvironment) async throws -> APNsSigningKey {
-        let records = try await store.listSigningKeys(tenant: tenant).filter {
-            $0.status != .retired && $0.environment.covers(environment)
+    /// The key `tenant` signs with in `environment`: its newest active stored key for it, else the fallback
+    /// key (the simulator's).
+    ///
+    /// - Throws: ``PoolUnavailable`` (a configuration fault) when there is none, or the relay cannot open it.
+    func signingKey(tenant: String, environment: APNsEnvironment) async throws(PoolUnavailable) -> APNsSigningKey {
+        let records: [SigningKeyRecord]
+        do {
+            records = try await store.listSigningKeys(tenant: tenant).filter {
+                $0.status != .retired && $0.environment.covers(environment)
+            }
+        } catch {
+            throw PoolUnavailable(
+                reason: "database", message: "signing keys not read: \(error)", isConfiguration: false)
         }
         if !records.isEmpty {
             guard let masterKey else {
-                throw ProtocolError(
-                    .unavailable, "tenant \(tenant) has stored signing keys but the relay has no master key"
-                )
+                throw PoolUnavailable(
+                    reason: "no_master_key",
+                    message: "tenant \(tenant) has stored signing keys but the relay has no master key "
+                        + "(give it master_key_file or PUSHRELAY_MASTER_KEY)",
+                    isConfiguration: true)
             }
-            let keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey)
+            let keys: [UnsealedSigningKey]
+            do {
+                keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey)
+            } catch  where error.code == .wrongMasterKey {
+                throw PoolUnavailable(
+                    reason: "master_key_mismatch",
+                    message: "the relay's master key does not open the stored signing keys of \(tenant) "
+                        + "(it is not the master key that sealed them)",
+                    isConfiguration: true)
+            } catch {
+                throw PoolUnavailable(
+                    reason: error.isTransient ? "database" : "invalid_signing_key", message: "\(error)",
+                    isConfiguration: !error.isTransient)
+            }
             if let newest = keys.first(where: {
                 $0.record.status == .active && $0.record.environment.covers(environment)
             })
@@ -279,8 +337,23 @@ public actor PoolRegistry {
             }
         }
         if let fallback = target.fallbackKeys[tenant] { return fallback }
-        throw ProtocolError(.unavailable, "tenant \(tenant) has no signing key for \(environment.rawValue)")
+        throw PoolUnavailable(
+            reason: "no_signing_key",
+            message: "tenant \(tenant) has no APNs signing key for \(environment.rawValue) "
+                + "(pushrelay admin key add \(tenant) ...)",
+            isConfiguration: true)
     }
+}
+
+/// Why the relay has no pool for a destination now: a fault of the tenant's configuration (no key, a key the relay
+/// cannot open, or one APNs refuses), or of the connection (APNs unreachable when the pool was built).
+struct PoolUnavailable: Error, Sendable, Hashable {
+    /// A short cause (`no_signing_key`, `master_key_mismatch`, `InvalidProviderToken`, `connect_failed`, ...).
+    var reason: String
+    /// A sentence saying what is wrong.
+    var message: String
+    /// Whether only an operator's fix makes it go away.
+    var isConfiguration: Bool
 }
 
 extension SigningKeyEnvironment {

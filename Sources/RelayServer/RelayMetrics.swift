@@ -15,6 +15,11 @@ enum RelayMetrics {
     static let pagesDueLabel = "pushrelay_pages_due"
     static let scheduledLagLabel = "pushrelay_scheduled_job_lag_seconds"
     static let writeBatchLabel = "pushrelay_delivery_write_batch_size"
+    static let holdsLabel = "pushrelay_notification_holds_total"
+    static let heldLabel = "pushrelay_notifications_held"
+    static let heldOldestLabel = "pushrelay_notifications_held_oldest_seconds"
+    static let providerFaultLabel = "pushrelay_provider_fault"
+    static let sealedKeysUnreadableLabel = "pushrelay_signing_keys_unreadable"
 
     /// Counts one answered request of `kind`: `ok`, or the wire name of the error it was refused with.
     /// Frames refused before reaching the service count too; one too broken to say its kind (`nil`) is
@@ -53,6 +58,50 @@ enum RelayMetrics {
         }
     }
 
+    /// Counts devices held for their provider (each time: a device held over several rounds counts each round), by
+    /// tenant and reason.
+    static func held(tenant: String, reason: String, count: Int) {
+        Counter(label: holdsLabel, dimensions: [("tenant", tenant), ("reason", reasonLabel(reason))])
+            .increment(by: count)
+    }
+
+    /// Records the devices held now by tenant, environment and reason, and each tenant's oldest hold; label sets
+    /// seen before and gone now are set to 0 (`previous` is what the last call recorded; returns this call's).
+    static func heldNow(_ summary: [HeldDeliveries], previous: Set<[String]>, now: Date) -> Set<[String]> {
+        var seen: Set<[String]> = []
+        var oldest: [String: Date] = [:]
+        for row in summary {
+            let labels = [row.tenantID, row.environment, reasonLabel(row.reason)]
+            seen.insert(labels)
+            Gauge(
+                label: heldLabel,
+                dimensions: [("tenant", labels[0]), ("environment", labels[1]), ("reason", labels[2])]
+            )
+            .record(row.devices)
+            oldest[row.tenantID] = min(oldest[row.tenantID] ?? row.oldestSince, row.oldestSince)
+        }
+        for labels in previous.subtracting(seen) {
+            Gauge(
+                label: heldLabel,
+                dimensions: [("tenant", labels[0]), ("environment", labels[1]), ("reason", labels[2])]
+            )
+            .record(0)
+        }
+        for tenant in Set(previous.map { $0[0] }).union(oldest.keys) {
+            let age = oldest[tenant].map { max(0, now.timeIntervalSince($0)) } ?? 0
+            Gauge(label: heldOldestLabel, dimensions: [("tenant", tenant)]).record(age)
+        }
+        return seen
+    }
+
+    /// Records whether `tenant`'s destination `environment` is faulted for `reason`.
+    static func providerFault(tenant: String, environment: String, reason: String, on: Bool) {
+        Gauge(
+            label: providerFaultLabel,
+            dimensions: [("tenant", tenant), ("environment", environment), ("reason", reasonLabel(reason))]
+        ).record(on ? 1 : 0)
+    }
+
     /// Records the fan-out's window: the sends the process keeps in flight now.
     static func sendWindow(_ size: Int) {
         Gauge(label: sendWindowLabel).record(size)
@@ -73,11 +122,12 @@ enum RelayMetrics {
         Recorder(label: writeBatchLabel, aggregate: true).record(size)
     }
 
-    /// A bounded `reason` label: APNs' reason names and the relay's skip reasons are kept, anything else
-    /// (transport failures described in prose) is `other`; no reason is `none`.
+    /// A bounded `reason` label: APNs' reason names, the relay's skip and hold reasons (`connect_failed`,
+    /// `no_signing_key`, ...) are kept, anything else (prose) is `other`; no reason is `none`.
     static func reasonLabel(_ reason: String?) -> String {
         guard let reason, !reason.isEmpty else { return "none" }
-        guard reason.utf8.count <= 40, reason.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "_") }) else {
+        guard reason.utf8.count <= 40, reason.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") })
+        else {
             return "other"
         }
         return reason

@@ -1,12 +1,14 @@
 import Foundation
 import Metrics
 import RelayStore
+import Synchronization
 
 extension RelayService {
     /// Samples the fan-out queue and the pools into their gauges: `pushrelay_pages_due`,
     /// `pushrelay_scheduled_job_lag_seconds` (how late the oldest due work nobody holds is: a page, or a
-    /// job not planned yet), `pushrelay_pool_connections` and `pushrelay_pool_streams_in_flight`. A failed
-    /// query leaves the queue gauges as they were.
+    /// job not planned yet), `pushrelay_notifications_held` and `pushrelay_notifications_held_oldest_seconds`,
+    /// `pushrelay_pool_connections`, `pushrelay_pool_streams_in_flight`, `pushrelay_provider_fault` and
+    /// `pushrelay_signing_keys_unreadable`. A failed query leaves the queue gauges as they were.
     public func recordMetrics() async {
         do {
             let (due, oldestPage) = try await store.pagesDue()
@@ -15,6 +17,10 @@ extension RelayService {
             let oldest = [oldestPage, oldestJob].compactMap(\.self).min()
             Gauge(label: RelayMetrics.scheduledLagLabel).record(
                 oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+            let held = try await store.heldDeliveries()
+            heldGaugeLabels.withLock { labels in
+                labels = RelayMetrics.heldNow(held, previous: labels, now: Date())
+            }
         } catch {
             logger.debug("queue metrics not sampled", metadata: ["error": "\(error)"])
         }
@@ -29,16 +35,64 @@ extension RelayService {
         }
     }
 
-    /// Why the relay is not ready to serve, or `nil` when it is: the database answers `SELECT 1` and every
-    /// warmed APNs pool has a ready connection.
+    /// Why the relay cannot accept, durably store and, as a whole, deliver work, or `nil` when it can: the
+    /// database answers `SELECT 1`, and the master key opens the stored signing keys (a relay without it, or with
+    /// the wrong one, is not ready, so a load balancer prefers a relay configured right). One tenant's or one
+    /// environment's delivery health never makes the relay unready: it is in ``status()``. Answered within
+    /// ``readinessDeadline`` whatever the database does.
     public func notReadyReason() async -> String? {
-        do {
-            try await store.ping()
-        } catch {
-            return "the database does not answer: \(String(describing: error).prefix(200))"
+        let store = store
+        let pools = pools
+        let deadline = Self.readinessDeadline
+        // The check runs in a task of its own: a database that does not answer may not end it at once, and the
+        // answer does not wait for it.
+        return await withCheckedContinuation { continuation in
+            let answer = FirstAnswer(continuation)
+            Task {
+                do {
+                    try await store.ping()
+                } catch {
+                    answer.resume("the database does not answer: \(String(describing: error).prefix(200))")
+                    return
+                }
+                answer.resume(await pools.sealedKeysProblem())
+            }
+            Task {
+                try? await Task.sleep(for: deadline)
+                answer.resume("the database did not answer within \(deadline)")
+            }
         }
-        return await pools.notReadyReason()
     }
+
+    /// The relay's delivery health per tenant and environment (the operator port's `/status`): pools, keys,
+    /// configuration faults and held notifications, with the relay's readiness.
+    public func status() async -> RelayStatus {
+        let reason = await notReadyReason()
+        var status = RelayStatus(
+            ready: reason == nil, notReadyReason: reason, version: RelayVersion.current, generatedAt: Date(),
+            tenants: [])
+        guard let tenants = try? await store.listTenants() else { return status }
+        let held = (try? await store.heldDeliveries()) ?? []
+        for tenant in tenants.sorted(by: { $0.id < $1.id }) {
+            var entry = RelayStatus.Tenant(tenant: tenant.id, enabled: tenant.enabled, environments: [])
+            let environments = Set(tenant.configuration.bundleIDs.values.flatMap(\.environments))
+            for environment in environments.sorted(by: { $0.rawValue < $1.rawValue }) {
+                var destination = await pools.destinationStatus(tenant: tenant.id, environment: environment)
+                destination.held = held.filter { $0.tenantID == tenant.id && $0.environment == environment.rawValue }
+                    .map {
+                        RelayStatus.Held(
+                            reason: $0.reason, devices: $0.devices, oldestSince: $0.oldestSince,
+                            nextAttempt: $0.nextAttempt)
+                    }
+                entry.environments.append(destination)
+            }
+            status.tenants.append(entry)
+        }
+        return status
+    }
+
+    /// How long readiness waits for the database before it answers "not ready".
+    public static let readinessDeadline: Duration = .milliseconds(900)
 
     /// Beats relay `node`'s heartbeat in `relay_nodes` every `interval` and gives `share` what it saw (the
     /// live relays, each tenant's leased pages), until the calling task is cancelled; then removes the
@@ -68,5 +122,18 @@ extension RelayService {
         } catch {
             logger.warning("node row not removed", metadata: ["node": "\(node)", "error": "\(error)"])
         }
+    }
+}
+
+/// A continuation resumed by the first of several racing tasks; the others' answers are dropped.
+private final class FirstAnswer: Sendable {
+    private let continuation: Mutex<CheckedContinuation<String?, Never>?>
+
+    init(_ continuation: CheckedContinuation<String?, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(_ answer: String?) {
+        continuation.withLock { $0.take() }?.resume(returning: answer)
     }
 }

@@ -24,6 +24,8 @@ public final class RelayService: Sendable {
     private let tenants: TenantDirectory
     private let credentials: CredentialDirectory
     private let dispatcher: JobDispatcher
+    /// The label sets of `pushrelay_notifications_held` recorded last (set to 0 when they are gone).
+    let heldGaugeLabels = Mutex<Set<[String]>>([])
 
     /// A service over `store` sending through `pools`.
     public init(
@@ -46,7 +48,7 @@ public final class RelayService: Sendable {
         self.credentials = CredentialDirectory(store: store)
         self.worker = FanOutWorker(
             store: store, pools: pools, results: results, tenants: tenants, logger: logger, tuning: fanOutTuning)
-        self.dispatcher = JobDispatcher(store: store, worker: worker)
+        self.dispatcher = JobDispatcher(store: store, worker: worker, pools: pools)
     }
 
     /// Checks a HELLO: the credential must belong to the named tenant, which must be enabled.
@@ -256,7 +258,17 @@ public final class RelayService: Sendable {
             throw ProtocolError(error)
         }
         guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)") }
-        return Pushrelay_V1_Job(job)
+        var answer = Pushrelay_V1_Job(job)
+        if job.state == .running {
+            do {
+                let held = try await store.heldDevices(tenant: tenant, jobID: job.id)
+                answer.waiting = UInt32(clamping: held.devices)
+                answer.waitingReason = held.reason ?? ""
+            } catch {
+                throw ProtocolError(error)
+            }
+        }
+        return answer
     }
 
     private func queryDeliveries(

@@ -38,11 +38,29 @@ struct SendPlan: Sendable {
     /// The interruption level after the type's default (quiet hours let time-sensitive ones pass).
     var interruptionLevel: APNsPayload.InterruptionLevel?
 
-    /// The `apns-expiration` for a notification sent at `now`.
-    func expiration(now: Date) -> Int64? {
+    /// Seconds a notification without a positive expiration is held while its provider cannot take it.
+    var retryFor: Int64
+
+    /// The `apns-expiration` for a notification sent at `now`; a held one (`hold`) keeps the expiration it had
+    /// when it was first due.
+    func expiration(now: Date, hold: DeliveryHold? = nil) -> Int64? {
         if let absoluteExpiration { return absoluteExpiration }
         guard let expirationSeconds else { return nil }
-        return expirationSeconds == 0 ? 0 : Int64(now.timeIntervalSince1970) + expirationSeconds
+        if expirationSeconds == 0 { return 0 }
+        if let hold { return Int64(hold.until.timeIntervalSince1970) }
+        return Int64(now.timeIntervalSince1970) + expirationSeconds
+    }
+
+    /// The last instant a notification first due at `due` may still go out when it is held: its expiration when
+    /// it has a positive one, else `due` plus the type's `retry_for`.
+    func holdDeadline(due: Date) -> Date {
+        if let absoluteExpiration, absoluteExpiration > 0 {
+            return Date(timeIntervalSince1970: TimeInterval(absoluteExpiration))
+        }
+        if let expirationSeconds, expirationSeconds > 0 {
+            return due.addingTimeInterval(TimeInterval(expirationSeconds))
+        }
+        return due.addingTimeInterval(TimeInterval(retryFor))
     }
 
     /// Checks `request`, whose fields passed ``Pushrelay_V1_Send/validate(limits:nowMilliseconds:)``, against
@@ -86,6 +104,7 @@ struct SendPlan: Sendable {
         }
         self.priority = priority
         expirationSeconds = type.expiration.map(Int64.init)
+        retryFor = Int64(type.retryFor ?? TenantConfiguration.NotificationType.defaultRetryFor)
         absoluteExpiration = request.hasExpiration ? request.expiration : nil
         collapseID = request.collapseID.isEmpty ? nil : request.collapseID
         let aps = try Self.aps(request, type: type)

@@ -469,5 +469,46 @@ extension Migration {
                 """,
             ]
         ),
+        Migration(
+            version: 15,
+            name: "held_deliveries",
+            statements: [
+                // A page of devices held while their provider cannot take them (unreachable, 5xx, 429, our
+                // credentials refused): its retry round (the backoff grows with it), when the hold began and until
+                // when the notification may still go out, and why it waits, for which environment. Page 0 and every
+                // planned page have round 0.
+                """
+                ALTER TABLE job_pages ADD COLUMN retry_round int NOT NULL DEFAULT 0,
+                    ADD COLUMN held_since timestamptz, ADD COLUMN retry_until timestamptz,
+                    ADD COLUMN wait_reason text, ADD COLUMN wait_environment text
+                """,
+                // The held pages still open, for the status view and the gauges: a handful of rows during an
+                // outage, none otherwise.
+                """
+                CREATE INDEX job_pages_held ON job_pages (tenant_id, held_since)
+                WHERE retry_round > 0 AND state IN ('pending', 'leased')
+                """,
+                // A held notification whose validity ended before its provider took it is recorded `expired`.
+                "ALTER TABLE deliveries DROP CONSTRAINT deliveries_outcome_check",
+                """
+                ALTER TABLE deliveries ADD CONSTRAINT deliveries_outcome_check CHECK (
+                    outcome IN ('delivered', 'token_dead', 'retry_later', 'configuration_fault', 'skipped', 'expired')
+                )
+                """,
+                // A provider's refusal of a tenant's configuration (its key, team or topic) as the relay that met it
+                // last reported it; removed when delivery resumes. Read by `pushrelay admin status`.
+                """
+                CREATE TABLE provider_faults (
+                    tenant_id text NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+                    environment text NOT NULL,
+                    reason text NOT NULL,
+                    detail text NOT NULL,
+                    since timestamptz NOT NULL DEFAULT now(),
+                    relay text NOT NULL,
+                    PRIMARY KEY (tenant_id, environment)
+                )
+                """,
+            ]
+        ),
     ]
 }

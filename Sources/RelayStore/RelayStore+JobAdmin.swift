@@ -43,30 +43,31 @@ extension RelayStore {
         }
     }
 
-    /// The devices of a job's pages that wait for a later time (deferred by quiet hours, or local-time sends); a
-    /// topic range page's devices as registered now.
-    public func laterDevices(tenant: String, id: String) async throws(RelayStoreError)
-        -> [(token: String, user: String, dueAt: Date)]
-    {
+    /// The devices of a job's pages that wait for a later time (deferred by quiet hours, local-time sends, or held
+    /// while their provider could not take them: then with why they wait); a topic range page's devices as
+    /// registered now.
+    public func laterDevices(tenant: String, id: String) async throws(RelayStoreError) -> [LaterDevice] {
         guard let uuid = UUID(uuidString: id) else { return [] }
-        var devices: [(token: String, user: String, dueAt: Date)] = []
+        var devices: [LaterDevice] = []
         try await mappingErrors {
-            for try await (tokens, users, dueAt) in try await database.query(
+            for try await (tokens, users, dueAt, waitReason) in try await database.query(
                 """
-                SELECT p.tokens, p.users, p.due_at FROM job_pages p
+                SELECT p.tokens, p.users, p.due_at, p.wait_reason FROM job_pages p
                 WHERE p.job_id = \(uuid) AND p.tenant_id = \(tenant) AND p.state = 'pending' AND p.due_at > now()
                   AND p.topic IS NULL
                 UNION ALL
                 SELECT coalesce(array_agg(d.token ORDER BY d.token, d.user_id), '{}'),
-                       coalesce(array_agg(d.user_id ORDER BY d.token, d.user_id), '{}'), p.due_at
+                       coalesce(array_agg(d.user_id ORDER BY d.token, d.user_id), '{}'), p.due_at, NULL::text
                 FROM job_pages p JOIN devices d ON d.tenant_id = p.tenant_id AND d.active
                     AND d.topics @> ARRAY[p.topic] AND d.token > p.range_after AND d.token <= p.range_last
                 WHERE p.job_id = \(uuid) AND p.tenant_id = \(tenant) AND p.state = 'pending' AND p.due_at > now()
                 GROUP BY p.page, p.due_at
                 """,
                 logger: logger
-            ).decode(([String], [String], Date).self) {
-                for (token, user) in zip(tokens, users) { devices.append((token, user, dueAt)) }
+            ).decode(([String], [String], Date, String?).self) {
+                for (token, user) in zip(tokens, users) {
+                    devices.append(LaterDevice(token: token, user: user, dueAt: dueAt, waitReason: waitReason))
+                }
             }
         }
         return devices

@@ -4,7 +4,8 @@ import PostgresNIO
 
 extension RelayStore {
     /// Leases the next due page to `owner` for `lease`: a pending page that is due, or a leased one whose
-    /// lease ran out (its process died or stalled). Pages of cancelled jobs are not handed out.
+    /// lease ran out (its process died or stalled). Pages of cancelled jobs, and of disabled tenants (they wait
+    /// until the tenant is enabled again), are not handed out.
     public func claimJobPage(owner: String, lease: Duration) async throws(RelayStoreError) -> JobPage? {
         return try await mappingErrors {
             for row in try await database.query(
@@ -13,26 +14,43 @@ extension RelayStore {
                     lease_until = now() + \(interval: lease), claims = claims + 1
                 WHERE (job_id, page) = (
                     SELECT q.job_id, q.page FROM job_pages q JOIN jobs j ON j.id = q.job_id
+                        JOIN tenants t ON t.id = q.tenant_id AND t.enabled
                     WHERE ((q.state = 'pending' AND q.due_at <= now()) OR (q.state = 'leased' AND q.lease_until < now()))
                       AND j.state IN ('accepted', 'scheduled', 'running')
                     ORDER BY q.due_at, q.job_id, q.page
                     LIMIT 1
                     FOR UPDATE OF q SKIP LOCKED
                 )
-                RETURNING job_id::text, page, tenant_id, due_at, tokens, users, claims, topic, range_after, range_last
+                RETURNING job_id::text, page, tenant_id, due_at, tokens, users, claims, topic, range_after, range_last,
+                    retry_round, held_since, retry_until, wait_reason, wait_environment
                 """,
                 preparedAs: ClaimJobPage.self, logger: logger
             ) {
                 let (job, page, tenant, dueAt, tokens, users, claims, topic, after, last) = try row.decode(
                     (String, Int, String, Date, [String], [String], Int, String?, String?, String?).self)
+                let (round, since, until, reason, environment) = try Self.holdColumns(of: row)
                 let range = topic.map { TopicRange(topic: $0, after: after ?? "", last: last ?? "") }
+                var hold: DeliveryHold?
+                if round > 0, let since, let until {
+                    hold = DeliveryHold(
+                        round: round, since: since, until: until, reason: reason ?? "", environment: environment ?? "")
+                }
                 return JobPage(
                     jobID: job, page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens, users: users,
-                    topicRange: range, claims: claims
+                    topicRange: range, claims: claims, hold: hold
                 )
             }
             return nil
         }
+    }
+
+    /// The hold columns of a claimed page's row (its 11th to 15th).
+    private static func holdColumns(of row: PostgresRow) throws -> (Int, Date?, Date?, String?, String?) {
+        let columns = Array(row.makeRandomAccess())
+        return (
+            try columns[10].decode(Int.self), try columns[11].decode(Date?.self), try columns[12].decode(Date?.self),
+            try columns[13].decode(String?.self), try columns[14].decode(String?.self)
+        )
     }
 
     /// Extends `owner`'s lease on a page; `false` when the lease was lost (another process has the page).
@@ -80,13 +98,15 @@ extension RelayStore {
         }
     }
 
-    /// Adds a page of devices deferred to `dueAt` (quiet hours) to a running job.
+    /// Adds a page of devices deferred to `dueAt` to a running job: by quiet hours, or held (`hold`) while their
+    /// provider could not take them.
     public func deferJobDevices(
         jobID: String,
         tenant: String,
         dueAt: Date,
         tokens: [String],
-        users: [String]
+        users: [String],
+        hold: DeliveryHold? = nil
     ) async throws(RelayStoreError) {
         guard tokens.count == users.count else { throw .invalidArgument("a page needs one user per token") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
@@ -95,8 +115,11 @@ extension RelayStore {
             do {
                 try await database.query(
                     """
-                    INSERT INTO job_pages (job_id, page, tenant_id, due_at, tokens, users)
-                    SELECT \(uuid), coalesce(max(page), 0) + 1, \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[]
+                    INSERT INTO job_pages (
+                        job_id, page, tenant_id, due_at, tokens, users,
+                        retry_round, held_since, retry_until, wait_reason, wait_environment)
+                    SELECT \(uuid), coalesce(max(page), 0) + 1, \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[],
+                        \(hold?.round ?? 0), \(hold?.since), \(hold?.until), \(hold?.reason), \(hold?.environment)
                     FROM job_pages WHERE job_id = \(uuid)
                     """,
                     logger: logger

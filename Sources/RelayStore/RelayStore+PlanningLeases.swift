@@ -6,7 +6,7 @@ extension RelayStore {
     /// Leases one job that is due and not yet planned (or whose planner's lease ran out) to `owner` for
     /// `lease`: the caller writes its pages (``addJobPage(jobID:tenant:page:dueAt:tokens:users:skipped:done:leasedTo:lease:)``)
     /// and then calls ``finishPlanning(jobID:owner:)``. Jobs are taken with `FOR UPDATE SKIP LOCKED`, so
-    /// several processes plan different jobs.
+    /// several processes plan different jobs. A disabled tenant's jobs wait until it is enabled again.
     public func claimJobForPlanning(owner: String, lease: Duration) async throws(RelayStoreError) -> JobRecord? {
         return try await mappingErrors {
             for row in try await database.query(
@@ -16,6 +16,7 @@ extension RelayStore {
                 WHERE id = (
                     SELECT id FROM jobs
                     WHERE planned_at IS NULL AND state IN ('accepted', 'scheduled')
+                      AND tenant_id IN (SELECT id FROM tenants WHERE enabled)
                       AND coalesce(send_at, created_at) <= now()
                       AND (planning_until IS NULL OR planning_until < now())
                     ORDER BY coalesce(send_at, created_at)

@@ -113,6 +113,15 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         public var defaultEnabled: Bool
         /// The subscription topic a device must be subscribed to, or `nil` for every device.
         public var subscription: String?
+        /// Seconds a notification of a type without a positive `expiration` is held and retried while its
+        /// provider cannot take it (unreachable, 5xx, 429, credentials refused); `nil`: ``defaultRetryFor``. A
+        /// type with a positive `expiration` is held for as long as it is valid.
+        public var retryFor: Int?
+
+        /// The hold of a type with neither a positive `expiration` nor `retry_for`: one hour.
+        public static let defaultRetryFor = 3600
+        /// The largest `retry_for`: 30 days.
+        public static let maximumRetryFor = 2_592_000
 
         /// Creates a notification type.
         public init(
@@ -125,7 +134,8 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
             interruptionLevel: InterruptionLevel? = nil,
             optOutAllowed: Bool = true,
             defaultEnabled: Bool = true,
-            subscription: String? = nil
+            subscription: String? = nil,
+            retryFor: Int? = nil
         ) {
             self.pushType = pushType
             self.priority = priority
@@ -137,6 +147,7 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
             self.optOutAllowed = optOutAllowed
             self.defaultEnabled = defaultEnabled
             self.subscription = subscription
+            self.retryFor = retryFor
         }
 
         enum CodingKeys: String, CodingKey {
@@ -150,6 +161,7 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
             case optOutAllowed = "opt_out_allowed"
             case defaultEnabled = "default_enabled"
             case subscription
+            case retryFor = "retry_for"
         }
     }
 

@@ -207,7 +207,7 @@ private struct TenantFileParser {
             node, path: path, parser: self,
             allowed: [
                 "push_type", "priority", "expiration", "bundle_id", "thread_id", "category", "interruption_level",
-                "opt_out_allowed", "default_enabled", "subscription",
+                "opt_out_allowed", "default_enabled", "subscription", "retry_for",
             ])
         let pushType = try enumeration(
             reader.required("push_type"), reader.path("push_type"), APNsPushType.self,
@@ -235,6 +235,15 @@ private struct TenantFileParser {
                 }
                 expiration = seconds
             }
+        }
+
+        var retryFor: Int?
+        if let retryNode = reader.value("retry_for") {
+            let seconds = try integer(retryNode, reader.path("retry_for"))
+            guard (1...TenantConfiguration.NotificationType.maximumRetryFor).contains(seconds) else {
+                throw error(retryNode, reader.path("retry_for"), "must be 1 to 2592000 seconds (30 days)")
+            }
+            retryFor = seconds
         }
 
         let bundleID: String
@@ -295,7 +304,7 @@ private struct TenantFileParser {
         return .init(
             pushType: pushType, priority: priority, expiration: expiration, bundleID: bundleID, threadID: threadID,
             category: category, interruptionLevel: interruptionLevel, optOutAllowed: optOutAllowed ?? true,
-            defaultEnabled: defaultEnabled ?? true, subscription: subscription)
+            defaultEnabled: defaultEnabled ?? true, subscription: subscription, retryFor: retryFor)
     }
 
     func rateLimits(

@@ -195,13 +195,15 @@ struct PoolStateMachineTests {
         #expect(report == APNsDeliveryReport(outcome: .retryLater, failure: .deadlineExceeded, attempts: 1))
     }
 
-    @Test func queuedRequestsPastTheirDeadlineExpireWithTheLastConnectErrorWhenNoConnectionIsReady() {
+    @Test func queuedRequestsPastTheirDeadlineExpireWithTheLastConnectErrorWhileAConnectionIsBeingMade() {
         var clock = ManualClock()
         var pool = PoolStateMachine(configuration: .init(Fixtures.configuration { $0.connections = 1 }))
         let connections = FakeConnections(slots: 1)
         _ = pool.start(connections: connections)
         let id = pool.beginConnect(slot: 0)!
         _ = pool.connectFailed(slot: 0, attempt: id, error: "connection refused", connections: connections)
+        // The slot tries again: requests wait for that attempt, up to their deadline.
+        _ = pool.reconnectDue(slot: 0)
         let request = Fixtures.request(deadline: clock.now + .seconds(2))
         #expect(pool.submit(request, backPressure: .wait, connections: connections) == .queued)
         clock.advance(.seconds(1))
@@ -211,6 +213,35 @@ struct PoolStateMachineTests {
         #expect(expired?.request === request)
         #expect(expired?.report.failure == .connectFailed("connection refused"))
         #expect(expired?.report.attempts == 0)
+    }
+
+    @Test func anUnreachablePeerFailsQueuedRequestsAtOnceAndRefusesNewOnesUntilAConnectionIsTriedAgain() {
+        let clock = ManualClock()
+        var pool = PoolStateMachine(configuration: .init(Fixtures.configuration { $0.connections = 2 }))
+        let connections = FakeConnections(slots: pool.slots.count)
+        _ = pool.start(connections: connections)
+        let first = pool.beginConnect(slot: 0)!
+        let second = pool.beginConnect(slot: 1)!
+        let queued = Fixtures.request(deadline: clock.now + .seconds(30))
+        #expect(pool.submit(queued, backPressure: .wait, connections: connections) == .queued)
+        _ = pool.connectFailed(slot: 0, attempt: first, error: "connection refused", connections: connections)
+        // One slot still connects: nothing fails yet.
+        #expect(!pool.isUnreachable)
+        #expect(pool.expireQueued(now: clock.now, connections: connections) == nil)
+        _ = pool.connectFailed(slot: 1, attempt: second, error: "connection refused", connections: connections)
+        #expect(pool.isUnreachable)
+        // Long before its deadline, the queued request fails with the connection error; a new one is refused.
+        let expired = pool.expireQueued(now: clock.now, connections: connections)
+        #expect(expired?.request === queued)
+        #expect(expired?.report.failure == .connectFailed("connection refused"))
+        let refused = Fixtures.request(deadline: clock.now + .seconds(30))
+        #expect(
+            pool.submit(refused, backPressure: .wait, connections: connections)
+                == .refuse(.connectFailed("connection refused")))
+        // A reconnect under way: requests wait for it again.
+        _ = pool.reconnectDue(slot: 0)
+        #expect(!pool.isUnreachable)
+        #expect(pool.submit(refused, backPressure: .wait, connections: connections) == .queued)
     }
 
     @Test func aFullQueueMakesCallersWaitWithinTheirBoundOrRefusesThem() {

@@ -1,3 +1,4 @@
+import APNs
 import Crypto
 import Foundation
 import Logging
@@ -6,6 +7,7 @@ import NIOCore
 import NIOPosix
 import Prometheus
 import RelayServer
+import RelayStore
 import Synchronization
 import Testing
 
@@ -25,46 +27,66 @@ extension RelayServerSuites {
             try await withOperatorServer(readiness: { reason.value }) { port, group in
                 let ready = try await httpGet(port: port, path: "/readyz", group: group)
                 #expect(ready.status == 200)
-                reason.value = "APNs pool circl (production) has no ready connection"
+                reason.value = "the database does not answer"
                 let notReady = try await httpGet(port: port, path: "/readyz", group: group)
                 #expect(notReady.status == 503)
-                #expect(notReady.body.contains("APNs pool circl (production) has no ready connection"))
+                #expect(notReady.body.contains("not ready: the database does not answer"))
             }
         }
 
-        @Test func readyzWantsPoolsBuiltAfterStartUpToo() async throws {
+        @Test func aTenantsPoolThatIsDownLeavesTheRelayReadyAndShowsInTheStatus() async throws {
             try await RelayHarness.with { relay in
-                // Nothing warmed at start: circl's pool is built by its first send.
                 let client = relay.client("circl")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
                 _ = try await client.send(circlMessage(to: ["ada"]))
                 await client.close()
                 let service = relay.service
-                try await withOperatorServer(readiness: { await service.notReadyReason() }) { port, group in
+                try await withOperatorServer(
+                    readiness: { await service.notReadyReason() }, status: { await service.status().json() }
+                ) { port, group in
+                    #expect(try await httpGet(port: port, path: "/readyz", group: group).status == 200)
+                    // APNs goes away for circl: delivery health, not readiness.
+                    try await relay.simulator.shutdown()
+                    _ = await eventually {
+                        await service.status().tenants.first { $0.tenant == "circl" }?.environments
+                            .first { $0.environment == "production" }?.state == "unreachable"
+                    }
                     let ready = try await httpGet(port: port, path: "/readyz", group: group)
                     #expect(ready.status == 200)
-                    await relay.pools.shutdown(gracePeriod: .zero)
-                    let notReady = try await httpGet(port: port, path: "/readyz", group: group)
-                    #expect(notReady.status == 503)
-                    #expect(notReady.body.contains("APNs pool circl (production) is not built"))
+                    let status = try await httpGet(port: port, path: "/status", group: group)
+                    #expect(status.status == 200)
+                    #expect(status.headers["content-type"] == "application/json")
+                    let decoder = JSONDecoder()
+                    decoder.keyDecodingStrategy = .convertFromSnakeCase
+                    decoder.dateDecodingStrategy = .iso8601
+                    let document = try decoder.decode(RelayStatus.self, from: Data(status.body.utf8))
+                    #expect(document.ready)
+                    let circl = try #require(document.tenants.first { $0.tenant == "circl" })
+                    let production = try #require(circl.environments.first { $0.environment == "production" })
+                    #expect(production.state == "unreachable")
+                    #expect(production.keyProblem == nil)
                 }
             }
         }
 
-        @Test func aRelayWithoutTheMasterKeyItsTenantsNeedIsNotReadyAndNamesThem() async throws {
+        @Test func aRelayWithoutTheMasterKeyItsTenantsNeedOrWithTheWrongOneIsNotReadyAndNamesThem() async throws {
             try await RelayHarness.with { relay in
                 let signing = P256.Signing.PrivateKey()
                 try await relay.store.addSigningKey(
                     tenant: "circl", p8PEM: signing.pemRepresentation, keyID: "LOCKEDKEY1", teamID: "CIRCLTEAM1",
                     masterKey: relay.masterKey)
-                let withKey = await relay.pools.notReadyReason()
-                #expect(withKey == nil)
+                #expect(await relay.service.notReadyReason() == nil)
                 let locked = PoolRegistry(
                     store: relay.store, masterKey: nil, target: APNsTarget(connectionsPerPool: 1), group: relay.group,
                     logger: quietLogger)
-                let reason = try #require(await locked.notReadyReason())
+                let reason = try #require(await locked.sealedKeysProblem())
                 #expect(reason.contains("no master key") && reason.contains("circl"))
                 #expect(!reason.contains("argus"))
+                let wrong = PoolRegistry(
+                    store: relay.store, masterKey: MasterKey.generate(), target: APNsTarget(connectionsPerPool: 1),
+                    group: relay.group, logger: quietLogger)
+                let wrongReason = try #require(await wrong.sealedKeysProblem())
+                #expect(wrongReason.contains("does not open") && wrongReason.contains("circl"))
             }
         }
 
@@ -107,11 +129,13 @@ private final class SharedReason: Sendable {
 private func withOperatorServer(
     registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
     readiness: @escaping OperatorHTTPServer.Readiness = { nil },
+    status: @escaping OperatorHTTPServer.Status = { Array("{}".utf8) },
     _ body: (Int, any EventLoopGroup) async throws -> Void
 ) async throws {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let server = try await OperatorHTTPServer.start(
-        host: "127.0.0.1", port: 0, registry: registry, readiness: readiness, group: group, logger: quietLogger
+        host: "127.0.0.1", port: 0, registry: registry, readiness: readiness, status: status, group: group,
+        logger: quietLogger
     )
     do {
         try await body(server.port, group)

@@ -35,6 +35,8 @@ struct RelayHarness: Sendable {
     /// The relay under test, built as `serve` builds it.
     let relay: Relay
     let simulator: APNsSimulator
+    /// The simulator's configuration, to start it again on the same port after an outage.
+    let simulatorConfiguration: APNsSimulatorConfiguration
     let group: any EventLoopGroup
     let credentials: [String: String]
     /// The master key the relay unseals stored signing keys with.
@@ -146,9 +148,11 @@ struct RelayHarness: Sendable {
         let relay = try await Relay.start(configuration: relayConfiguration, store: store, group: group, logger: logger)
         let parts = options.runsParts ? relay.serviceGroup() : nil
         let running = parts.map { parts in Task { try await parts.run() } }
+        var restart = simulatorConfiguration
+        restart.port = simulator.port
         let harness = RelayHarness(
-            relay: relay, simulator: simulator, group: group, credentials: credentials, masterKey: masterKey,
-            parts: parts
+            relay: relay, simulator: simulator, simulatorConfiguration: restart, group: group,
+            credentials: credentials, masterKey: masterKey, parts: parts
         )
         do {
             try await body(harness)
@@ -174,6 +178,12 @@ struct RelayHarness: Sendable {
     }
 
     /// The requests the simulator received for `token`, oldest first.
+    /// A simulator like the first, on its port (the first one shut down: APNs is back after an outage). The caller
+    /// shuts it down.
+    func startSimulatorAgain() async throws -> APNsSimulator {
+        try await APNsSimulator.start(configuration: simulatorConfiguration, group: group.next())
+    }
+
     func requests(to token: String) -> [APNsSimulatorRequest] {
         simulator.receivedRequests().filter { $0.deviceToken == token }
     }

@@ -26,7 +26,9 @@ INVALID_BODY: ErrorCode
 JOB_STATE_UNSPECIFIED: JobState
 NOT_FOUND: ErrorCode
 NOT_SUPPORTED: ErrorCode
+NO_PROVIDER_KEY: ErrorCode
 PRODUCTION: Environment
+PROVIDER_KEY_UNREADABLE: ErrorCode
 RATE_LIMITED: ErrorCode
 RUNNING: JobState
 SANDBOX: Environment
@@ -244,7 +246,7 @@ class HelloOk(_message.Message):
     def __init__(self, version: _Optional[int] = ..., tenant: _Optional[str] = ..., connection_id: _Optional[str] = ..., max_frame_bytes: _Optional[int] = ..., max_decompressed_bytes: _Optional[int] = ..., max_in_flight: _Optional[int] = ..., max_recipients: _Optional[int] = ..., idle_timeout_ms: _Optional[int] = ..., server: _Optional[str] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ["created_at_ms", "delivered", "devices", "error", "failed", "finished_at_ms", "job_id", "notification_type", "skipped", "state"]
+    __slots__ = ["created_at_ms", "delivered", "devices", "error", "failed", "finished_at_ms", "job_id", "notification_type", "skipped", "state", "waiting", "waiting_reason"]
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
@@ -255,6 +257,8 @@ class Job(_message.Message):
     NOTIFICATION_TYPE_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    WAITING_REASON_FIELD_NUMBER: _ClassVar[int]
     created_at_ms: int
     delivered: int
     devices: int
@@ -265,7 +269,9 @@ class Job(_message.Message):
     notification_type: str
     skipped: int
     state: JobState
-    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., notification_type: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., devices: _Optional[int] = ..., delivered: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    waiting: int
+    waiting_reason: str
+    def __init__(self, job_id: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., notification_type: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., finished_at_ms: _Optional[int] = ..., devices: _Optional[int] = ..., delivered: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., error: _Optional[str] = ..., waiting: _Optional[int] = ..., waiting_reason: _Optional[str] = ...) -> None: ...
 
 class JobStatus(_message.Message):
     __slots__ = ["job_id"]

@@ -37,11 +37,12 @@ extension PoolStateMachine {
 
     /// A request comes in: it goes to the first connection with a free stream when none waits before it, else
     /// it waits in the queue; with the queue full, its caller waits for room (`backPressure` `.wait`, within the
-    /// waiters' bound) or it is refused.
+    /// waiters' bound) or it is refused. While the peer is unreachable (``isUnreachable``) it is refused at once.
     mutating func submit(
         _ request: PendingRequest, backPressure: APNsBackPressure, connections: some PoolConnections
     ) -> SubmitAction {
         guard lifecycle != .shutDown else { return .refuse(.shutdown) }
+        if let lastConnectError, isUnreachable { return .refuse(.connectFailed(lastConnectError)) }
         if queue.isEmpty, let slot = slotWithFreeStream(connections) {
             request.attempts += 1
             return .send(slot: slot)
@@ -54,6 +55,15 @@ extension PoolStateMachine {
             return .refuse(.queueFull(capacity: configuration.waitQueueCapacity))
         }
         return .queued
+    }
+
+    /// Whether no connection can take a request soon: the pool runs, no slot in use has a connection or an
+    /// attempt under way, and each waits to reconnect after failing. Requests are then refused at once and those
+    /// queued fail at the next housekeeping, with the last connection error, instead of waiting for their deadline
+    /// in memory: the caller holds them (the relay, durably) until the peer is back.
+    var isUnreachable: Bool {
+        guard lifecycle == .running, lastConnectError != nil else { return false }
+        return slots.allSatisfy { !$0.inUse || ($0.connection == nil && $0.attempt == nil && $0.failures > 0) }
     }
 
     /// The first slot whose connection has a free stream, if any has one: requests fill the lowest connections
@@ -94,14 +104,16 @@ extension PoolStateMachine {
     }
 
     /// The next request, first of the queue then of the waiters, whose deadline passed by `now` before it got a
-    /// stream, with its report: the last connection error while no connection is ready, else the deadline.
+    /// stream, or any of them while the peer is unreachable (``isUnreachable``), with its report: the last
+    /// connection error while no connection is ready, else the deadline.
     mutating func expireQueued(
         now: NIODeadline, connections: some PoolConnections
     ) -> (request: PendingRequest, report: APNsDeliveryReport)? {
         let expired: PendingRequest
-        if let first = queue.first, first.deadline <= now {
+        let unreachable = isUnreachable
+        if let first = queue.first, first.deadline <= now || unreachable {
             expired = queue.removeFirst()
-        } else if let first = waiters.first, first.deadline <= now {
+        } else if let first = waiters.first, first.deadline <= now || unreachable {
             expired = waiters.removeFirst()
         } else {
             return nil

@@ -89,6 +89,15 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
   /// A second HELLO on a connection that already has one.
   case alreadyAuthenticated // = 19
+
+  /// SEND: the tenant has no provider key (APNs signing key) for any environment the notification type
+  /// reaches, so nothing could be delivered; nothing was done. The message names the tenant, the
+  /// environments and the fix (`pushrelay admin key add`).
+  case noProviderKey // = 20
+
+  /// SEND: the tenant's stored provider keys cannot be opened by this relay (it has no master key, or
+  /// not the one that sealed them); nothing was done. Another relay may be configured right.
+  case providerKeyUnreadable // = 21
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -117,6 +126,8 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 17: self = .duplicateRequestID
     case 18: self = .shuttingDown
     case 19: self = .alreadyAuthenticated
+    case 20: self = .noProviderKey
+    case 21: self = .providerKeyUnreadable
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -143,6 +154,8 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .duplicateRequestID: return 17
     case .shuttingDown: return 18
     case .alreadyAuthenticated: return 19
+    case .noProviderKey: return 20
+    case .providerKeyUnreadable: return 21
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -169,6 +182,8 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .duplicateRequestID,
     .shuttingDown,
     .alreadyAuthenticated,
+    .noProviderKey,
+    .providerKeyUnreadable,
   ]
 
 }
@@ -931,6 +946,14 @@ public nonisolated struct Pushrelay_V1_Job: Sendable {
   /// With FAILED: why.
   public var error: String = String()
 
+  /// Devices whose notification waits for its provider (unreachable, 5xx, 429, or the tenant's
+  /// credentials refused): retried with backoff until the notification expires. The job is RUNNING
+  /// while any wait.
+  public var waiting: UInt32 = 0
+
+  /// With waiting > 0: why they wait ("connect_failed", "ServiceUnavailable", "InvalidProviderToken", ...).
+  public var waitingReason: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1382,7 +1405,7 @@ public nonisolated struct Pushrelay_V1_ResultEvent: Sendable {
 fileprivate nonisolated let _protobuf_package = "pushrelay.v1"
 
 nonisolated extension Pushrelay_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}BAD_FRAME\0\u{1}UNSUPPORTED_VERSION\0\u{1}UNKNOWN_KIND\0\u{1}FRAME_TOO_LARGE\0\u{1}DECOMPRESSED_TOO_LARGE\0\u{1}BAD_COMPRESSION\0\u{1}INVALID_BODY\0\u{1}INVALID_ARGUMENT\0\u{1}HELLO_REQUIRED\0\u{1}AUTHENTICATION_FAILED\0\u{1}NOT_FOUND\0\u{1}TOO_MANY_RECIPIENTS\0\u{1}RATE_LIMITED\0\u{1}NOT_SUPPORTED\0\u{1}INTERNAL\0\u{1}UNAVAILABLE\0\u{1}DUPLICATE_REQUEST_ID\0\u{1}SHUTTING_DOWN\0\u{1}ALREADY_AUTHENTICATED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}BAD_FRAME\0\u{1}UNSUPPORTED_VERSION\0\u{1}UNKNOWN_KIND\0\u{1}FRAME_TOO_LARGE\0\u{1}DECOMPRESSED_TOO_LARGE\0\u{1}BAD_COMPRESSION\0\u{1}INVALID_BODY\0\u{1}INVALID_ARGUMENT\0\u{1}HELLO_REQUIRED\0\u{1}AUTHENTICATION_FAILED\0\u{1}NOT_FOUND\0\u{1}TOO_MANY_RECIPIENTS\0\u{1}RATE_LIMITED\0\u{1}NOT_SUPPORTED\0\u{1}INTERNAL\0\u{1}UNAVAILABLE\0\u{1}DUPLICATE_REQUEST_ID\0\u{1}SHUTTING_DOWN\0\u{1}ALREADY_AUTHENTICATED\0\u{1}NO_PROVIDER_KEY\0\u{1}PROVIDER_KEY_UNREADABLE\0")
 }
 
 nonisolated extension Pushrelay_V1_Environment: SwiftProtobuf._ProtoNameProviding {
@@ -2448,7 +2471,7 @@ nonisolated extension Pushrelay_V1_SendResult: SwiftProtobuf.Message, SwiftProto
 
 nonisolated extension Pushrelay_V1_Job: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Job"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{1}state\0\u{3}notification_type\0\u{3}created_at_ms\0\u{3}finished_at_ms\0\u{1}devices\0\u{1}delivered\0\u{1}failed\0\u{1}skipped\0\u{1}error\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{1}state\0\u{3}notification_type\0\u{3}created_at_ms\0\u{3}finished_at_ms\0\u{1}devices\0\u{1}delivered\0\u{1}failed\0\u{1}skipped\0\u{1}error\0\u{1}waiting\0\u{3}waiting_reason\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2466,6 +2489,8 @@ nonisolated extension Pushrelay_V1_Job: SwiftProtobuf.Message, SwiftProtobuf._Me
       case 8: try { try decoder.decodeSingularUInt32Field(value: &self.failed) }()
       case 9: try { try decoder.decodeSingularUInt32Field(value: &self.skipped) }()
       case 10: try { try decoder.decodeSingularStringField(value: &self.error) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.waiting) }()
+      case 12: try { try decoder.decodeSingularStringField(value: &self.waitingReason) }()
       default: break
       }
     }
@@ -2502,6 +2527,12 @@ nonisolated extension Pushrelay_V1_Job: SwiftProtobuf.Message, SwiftProtobuf._Me
     if !self.error.isEmpty {
       try visitor.visitSingularStringField(value: self.error, fieldNumber: 10)
     }
+    if self.waiting != 0 {
+      try visitor.visitSingularUInt32Field(value: self.waiting, fieldNumber: 11)
+    }
+    if !self.waitingReason.isEmpty {
+      try visitor.visitSingularStringField(value: self.waitingReason, fieldNumber: 12)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2516,6 +2547,8 @@ nonisolated extension Pushrelay_V1_Job: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.failed != rhs.failed {return false}
     if lhs.skipped != rhs.skipped {return false}
     if lhs.error != rhs.error {return false}
+    if lhs.waiting != rhs.waiting {return false}
+    if lhs.waitingReason != rhs.waitingReason {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -301,10 +301,16 @@ public final class FanOutWorker: Sendable {
                 guard let job = try await store.job(tenant: page.tenantID, id: page.jobID) else { return }
                 (plan, tenant) = try await sendPlan(for: job)
             }
+            // A disabled tenant's pages wait, leased to nobody, until it is enabled again (claims skip them).
+            guard try await tenants.tenant(page.tenantID)?.enabled ?? false else {
+                _ = try? await store.renewJobPageLease(page, owner: owner, lease: .zero)
+                log.info("page of a disabled tenant left to wait until it is enabled")
+                return
+            }
             var sender = PageSender(
                 page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,
                 pacer: pacer, window: window, capCounts: capCounts, plannedDevices: plannedDevices,
-                lost: { holding.lost.load(ordering: .relaxed) }, tuning: tuning
+                lost: { holding.lost.load(ordering: .relaxed) }, tuning: tuning, logger: log
             )
             let (counts, lastRows) = try await sender.run()
             guard !holding.lost.load(ordering: .relaxed) else {

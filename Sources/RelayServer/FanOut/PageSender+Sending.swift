@@ -28,6 +28,9 @@ extension PageSender {
         var claimed = share
         defer { window.release(claimed) }
         var pending: [DeliveryRecord] = []
+        // Devices whose provider cannot take them now, by destination and cause: held, not recorded.
+        var held: [HeldGroup: [DeviceTarget]] = [:]
+        var deliveredTo: Set<APNsEnvironment> = []
         var writing: Task<Void, any Error>?
         var latencies: [Duration] = []
         // Sends the pacer allowed and not started yet: it is asked once per burst, not once per send.
@@ -59,12 +62,14 @@ extension PageSender {
                 case .success(let pool):
                     let notification = APNsNotification(
                         deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType,
-                        priority: plan.priority, expiration: plan.expiration(now: startedAt.date),
+                        priority: plan.priority, expiration: plan.expiration(now: startedAt.date, hold: page.hold),
                         collapseID: plan.collapseID, payload: plan.payload
                     )
                     started[index] = StartedSend(sentAt: startedAt.date, at: startedAt.instant)
                     inFlight += 1
                     passes.append(index, notification, to: pool, environment: device.environment)
+                case .failure(let refusal) where refusal.hold != nil:
+                    held[HeldGroup(environment: device.environment, cause: refusal.hold!), default: []].append(device)
                 case .failure(let refusal):
                     var record = unanswered(device, sentAt: startedAt.date, outcome: refusal.outcome)
                     record.reason = refusal.reason
@@ -92,10 +97,16 @@ extension PageSender {
                     answered += 1
                     let roundTrip = answer.at - send.at
                     if shortest.map({ roundTrip < $0 }) ?? true { shortest = roundTrip }
-                    pending.append(
-                        await finish(
-                            devices[answer.index], send: send, answer: answer, answeredAt: answeredAt,
-                            latencies: &latencies))
+                    let device = devices[answer.index]
+                    switch await finish(
+                        device, send: send, answer: answer, answeredAt: answeredAt, latencies: &latencies)
+                    {
+                    case .recorded(let record):
+                        if record.outcome == .delivered { deliveredTo.insert(device.environment) }
+                        pending.append(record)
+                    case .held(let cause):
+                        held[HeldGroup(environment: device.environment, cause: cause), default: []].append(device)
+                    }
                 }
                 window.record(answers: answered, shortestRoundTrip: shortest)
             }
@@ -107,8 +118,54 @@ extension PageSender {
             }
         }
         try await writing?.value
+        pending.append(contentsOf: try await hold(held, counts: &counts))
         tally(pending, latencies: latencies, counts: &counts)
+        for environment in deliveredTo {
+            await self.pools.reportDelivered(tenant: page.tenantID, environment: environment)
+        }
         return pending
+    }
+
+    /// Holds each group of devices in a page of the job due at its next retry (with the schedule's backoff) until
+    /// the notification's validity ends, when they are recorded expired instead (the rows returned, not counted
+    /// yet). A configuration cause faults its destination, so that the next pages hold without sending.
+    private func hold(_ held: [HeldGroup: [DeviceTarget]], counts: inout JobPageCounts) async throws
+        -> [DeliveryRecord]
+    {
+        guard !held.isEmpty else { return [] }
+        let now = Date()
+        let round = (page.hold?.round ?? 0) + 1
+        let until = page.hold?.until ?? plan.holdDeadline(due: page.dueAt)
+        var random = SystemRandomNumberGenerator()
+        var expired: [DeliveryRecord] = []
+        for (group, devices) in held {
+            if case .configuration(let reason) = group.cause {
+                await pools.reportFault(tenant: page.tenantID, environment: group.environment, reason: reason)
+            }
+            guard now < until else {
+                expired += devices.map {
+                    expiredRecord(user: $0.userID, token: $0.token, reason: group.cause.reason, at: now)
+                }
+                continue
+            }
+            let due = min(now + RetrySchedule.standard.delay(round: round, using: &random).seconds, until)
+            let hold = DeliveryHold(
+                round: round, since: page.hold?.since ?? now, until: until, reason: group.cause.reason,
+                environment: group.environment.rawValue)
+            try await store.deferJobDevices(
+                jobID: page.jobID, tenant: page.tenantID, dueAt: due, tokens: devices.map(\.token),
+                users: devices.map(\.userID), hold: hold)
+            counts.deferred += devices.count
+            RelayMetrics.held(tenant: page.tenantID, reason: group.cause.reason, count: devices.count)
+            logger.info(
+                "devices held for their provider",
+                metadata: [
+                    "devices": "\(devices.count)",
+                    "apns.environment": "\(group.environment.rawValue)", "reason": "\(group.cause.reason)",
+                    "round": "\(round)", "next_attempt_in_ms": "\(Int(due.timeIntervalSince(now) * 1000))",
+                ])
+        }
+        return expired
     }
 
     /// Hands a batch of rows to the writer and returns its write; counts the batch's outcomes (a page whose
@@ -135,16 +192,17 @@ extension PageSender {
         )
     }
 
-    /// The row of one send answered before `answeredAt` (when this task took it); a dead token is deactivated and
-    /// announced, a delivery announced to receipt subscribers.
+    /// The row of one send answered before `answeredAt` (when this task took it), or why it is held instead; a
+    /// dead token is deactivated and announced, a delivery announced to receipt subscribers.
     private func finish(
         _ device: DeviceTarget, send: StartedSend, answer: Answer, answeredAt: Date, latencies: inout [Duration]
-    ) async -> DeliveryRecord {
+    ) async -> Finished {
         var record = unanswered(device, sentAt: send.sentAt, outcome: .configurationFault)
         record.answeredAt = answeredAt
         switch answer.result {
         case .success(let report):
             latencies.append(answer.at - send.at)
+            if let cause = HoldCause(report) { return .held(cause) }
             record.outcome = DeliveryOutcome(report.outcome)
             record.apnsID = report.response?.apnsID
             record.reason = report.response?.reason?.rawValue ?? report.failure.map { "\($0)" }
@@ -164,10 +222,11 @@ extension PageSender {
                 results.publish(event, tenant: page.tenantID)
             }
         case .failure(let error):
-            record.outcome = .retryLater
+            if let cause = HoldCause(error) { return .held(cause) }
+            record.outcome = .configurationFault
             record.reason = "\(error)"
         }
-        return record
+        return .recorded(record)
     }
 
     /// Deactivates a token APNs declared dead at `timestamp` and announces it; returns `false` when every row of
@@ -189,4 +248,16 @@ extension PageSender {
         results.publish(event, tenant: page.tenantID)
         return true
     }
+}
+
+/// What one answered send becomes: a row, or a hold.
+enum Finished {
+    case recorded(DeliveryRecord)
+    case held(HoldCause)
+}
+
+/// Devices held together: one destination, one cause.
+struct HeldGroup: Hashable {
+    var environment: APNsEnvironment
+    var cause: HoldCause
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import RelayStore
 
 /// Sends one leased page: policy for each recipient, then the devices through the pools, recording the
@@ -22,6 +23,8 @@ struct PageSender {
     /// Whether the page's lease was lost: no new send is started then.
     let lost: @Sendable () -> Bool
     let tuning: FanOutTuning
+    /// The worker's logger, with the page's tenant and job.
+    let logger: Logger
 
     /// Sends the page; returns its counts and its last delivery rows, counted but not written yet: they are
     /// written with the page's completion (`RelayStore.completeJobPage(_:owner:counts:lastRows:)`).
@@ -36,7 +39,20 @@ struct PageSender {
             )
         )
         let recipients = try await readRecipients(policy: policy, now: now)
-        for outcome in recipients.recorded.values { count(outcome, into: &counts) }
+        // A page claimed again counts what its earlier claim recorded; a held page skips devices recorded by
+        // another page of the job (held twice when a page was taken over), which counted them.
+        if page.claims > 1 {
+            for outcome in recipients.recorded.values { count(outcome, into: &counts) }
+        }
+        if let hold = page.hold, now >= hold.until {
+            // Held past the notification's validity: recorded expired, not sent.
+            var expired: [DeliveryRecord] = []
+            for (token, user) in zip(page.tokens, page.users) where recipients.recorded[token] == nil {
+                expired.append(expiredRecord(user: user, token: token, reason: hold.reason, at: now))
+            }
+            for record in expired { count(record.outcome, into: &counts) }
+            return (counts, expired)
+        }
         var toSend: [DeviceTarget] = []
         var skips: [DeliveryRecord] = []
         var deferred: [Date: [(token: String, user: String)]] = [:]
@@ -94,7 +110,7 @@ struct PageSender {
         } else {
             async let targets = Self.registeredDevices(of: page, audience: audience, store: store)
             async let earlier =
-                page.claims > 1
+                page.claims > 1 || page.hold != nil
                 ? store.recordedOutcomes(tenant: page.tenantID, jobID: page.jobID, tokens: page.tokens) : [:]
             let state = try await policy.load(
                 users: Array(Set(page.users)).sorted(), store: store, counts: capCounts, now: now)
@@ -125,6 +141,14 @@ struct PageSender {
         DeliveryRecord(
             tenantID: page.tenantID, jobID: page.jobID, userID: user, token: token, outcome: .skipped,
             reason: reason.rawValue, attempt: 0, sentAt: date, notificationType: plan.notificationType
+        )
+    }
+
+    /// The row of a held device whose notification expired before its provider took it.
+    func expiredRecord(user: String, token: String, reason: String, at date: Date) -> DeliveryRecord {
+        DeliveryRecord(
+            tenantID: page.tenantID, jobID: page.jobID, userID: user, token: token, outcome: .expired,
+            reason: reason, attempt: 0, sentAt: date, notificationType: plan.notificationType
         )
     }
 

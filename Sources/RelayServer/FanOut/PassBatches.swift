@@ -73,10 +73,12 @@ struct PassBatches {
 }
 
 extension PageSender {
-    /// Why a device gets no request: its row's outcome and reason.
+    /// Why a device gets no request: its row's outcome and reason, or why it is held instead.
     struct Refusal: Error {
         var outcome: DeliveryOutcome
         var reason: String
+        /// Set when the device is held (no usable pool now), not recorded.
+        var hold: HoldCause?
     }
 
     /// A page's pools, looked up once per environment from the ``PoolRegistry``.
@@ -99,16 +101,18 @@ extension PageSender {
             return byEnvironment[environment]
         }
 
-        /// Looks the pool for `environment` up in the registry, once per page: the pool, or a pool that cannot be
-        /// built (tried again later). The lookup ends the pass's shared start time.
+        /// Looks the pool for `environment` up in the registry, once per page: the pool, or why there is none now
+        /// (its devices are held). The lookup ends the pass's shared start time.
         mutating func lookUp(_ environment: APNsEnvironment, passes: inout PassBatches) async -> Result<
             APNsPool, Refusal
         > {
             let found: Result<APNsPool, Refusal>
-            do throws(ProtocolError) {
+            do throws(PoolUnavailable) {
                 found = .success(try await registry.pool(tenant: tenant, environment: environment))
             } catch {
-                found = .failure(Refusal(outcome: .retryLater, reason: error.message))
+                let cause: HoldCause =
+                    error.isConfiguration ? .configuration(reason: error.reason) : .outage(reason: error.reason)
+                found = .failure(Refusal(outcome: .retryLater, reason: error.message, hold: cause))
             }
             byEnvironment[environment] = found
             passes.restartClock()

@@ -65,7 +65,8 @@ public struct Relay: Sendable {
             do {
                 operatorServer = try await OperatorHTTPServer.start(
                     host: address.host, port: address.port, registry: address.registry,
-                    readiness: { await service.notReadyReason() }, group: group, logger: logger
+                    readiness: { await service.notReadyReason() }, status: { await service.status().json() },
+                    group: group, logger: logger
                 )
             } catch {
                 logger.error(

@@ -16,6 +16,9 @@ public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
     case configurationFault = "configuration_fault"
     /// Not sent at all (preferences, mutes, quiet hours, inactive token).
     case skipped
+    /// Held while its provider could not take it until the notification's validity ended (its expiration, or
+    /// the type's `retry_for`); the reason is why it waited.
+    case expired
 }
 
 extension DeliveryOutcome {

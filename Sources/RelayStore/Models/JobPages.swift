@@ -21,6 +21,48 @@ public struct JobPage: Sendable, Hashable {
     public var topicRange: TopicRange?
     /// How many times the page has been claimed; more than 1 means a process lost it (crash or stall).
     public var claims: Int
+    /// For a page of devices held while their provider could not take them, the hold; `nil` for other pages.
+    public var hold: DeliveryHold? = nil
+}
+
+/// Devices held while their provider cannot take them (unreachable, 5xx, 429, credentials refused): they wait in a
+/// page of their job due at the next attempt, until the notification expires.
+public struct DeliveryHold: Sendable, Hashable {
+    /// The attempt round the page is (1 for the first retry); the backoff grows with it.
+    public var round: Int
+    /// When the devices were first held.
+    public var since: Date
+    /// The last instant the notification may go out; the devices are recorded expired after it.
+    public var until: Date
+    /// Why they wait: a short cause (`connect_failed`, `InvalidProviderToken`, ...).
+    public var reason: String
+    /// The destination they wait for (an APNs environment's raw value).
+    public var environment: String
+
+    /// A hold of round `round` since `since` until `until`, for `reason`, in `environment`.
+    public init(round: Int, since: Date, until: Date, reason: String, environment: String) {
+        self.round = round
+        self.since = since
+        self.until = until
+        self.reason = reason
+        self.environment = environment
+    }
+}
+
+/// The devices held for one tenant, environment and reason, over every job (``RelayStore/heldDeliveries()``).
+public struct HeldDeliveries: Sendable, Hashable {
+    /// The tenant.
+    public var tenantID: String
+    /// The environment they wait for.
+    public var environment: String
+    /// Why they wait.
+    public var reason: String
+    /// How many devices wait.
+    public var devices: Int
+    /// When the oldest of them was first held.
+    public var oldestSince: Date
+    /// When the next of them is tried again.
+    public var nextAttempt: Date
 }
 
 /// A run of a topic's devices in token order: the active devices subscribed to `topic` whose token (as stored)
@@ -100,7 +142,7 @@ public struct JobPageCounts: Sendable, Hashable {
     public var failed: Int
     /// Recipients skipped by policy or without a device.
     public var skipped: Int
-    /// Devices moved to a later page (quiet hours).
+    /// Devices moved to a later page (quiet hours, or held while their provider could not take them).
     public var deferred: Int
 
     /// Counts with the given values.
@@ -123,4 +165,16 @@ public struct JobProgress: Sendable, Hashable {
     public var pagesDue: Int
     /// Pages due later (scheduled, deferred by quiet hours).
     public var pagesLater: Int
+}
+
+/// A device of a job that waits for a later time (``RelayStore/laterDevices(tenant:id:)``).
+public struct LaterDevice: Sendable, Hashable {
+    /// Its token.
+    public var token: String
+    /// Its user.
+    public var user: String
+    /// When it is due.
+    public var dueAt: Date
+    /// Why it waits when it is held for its provider (`nil`: scheduled, or deferred by quiet hours).
+    public var waitReason: String?
 }

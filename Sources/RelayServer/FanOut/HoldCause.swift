@@ -1,0 +1,66 @@
+import APNs
+
+/// Why a device's notification is held instead of recorded: its provider could not take it, for a while
+/// (``outage``) or until the tenant's configuration is fixed (``configuration``). Anything else a send ends with
+/// (delivered, a dead token, a notification APNs refuses for its own content) is recorded at once.
+enum HoldCause: Hashable, Sendable {
+    /// Unreachable, a lost connection, a deadline, 429 or 5xx after the engine's retries: it comes back by itself.
+    case outage(reason: String)
+    /// The provider refuses the tenant's key, team, certificate or topic, or the relay has no usable key for the
+    /// destination: it comes back when an operator fixes it. The destination's pool is stopped meanwhile.
+    case configuration(reason: String)
+
+    /// The short cause recorded with the hold and used as metrics' `reason` label.
+    var reason: String {
+        switch self {
+        case .outage(let reason), .configuration(let reason): reason
+        }
+    }
+
+    /// The hold cause of an engine report, or `nil` when the report is final.
+    init?(_ report: APNsDeliveryReport) {
+        switch report.outcome {
+        case .retryLater:
+            let reason =
+                report.response?.reason?.rawValue ?? report.failure?.code ?? report.response.map { "HTTP_\($0.status)" }
+            self = .outage(reason: reason ?? "unknown")
+        case .configurationFault:
+            guard let response = report.response, response.refusesConfiguration, let reason = response.reason else {
+                return nil
+            }
+            self = .configuration(reason: reason.rawValue)
+        case .delivered, .tokenDead:
+            return nil
+        }
+    }
+
+    /// The hold cause of an error a pool answered instead of a report, or `nil` when it is final (a notification
+    /// the engine refuses as invalid).
+    init?(_ error: any Error) {
+        guard let error = error as? APNsPoolError else { return nil }
+        self = .outage(reason: error.code)
+    }
+
+    /// What an operator does about a configuration fault of `reason` for `tenant`, in a sentence.
+    static func fix(for reason: String, tenant: String) -> String {
+        switch reason {
+        case "InvalidProviderToken", "MissingProviderToken", "UnrelatedKeyIdInToken", "BadEnvironmentKeyIdInToken",
+            "Forbidden":
+            "APNs refuses the signing key: check its key id and team id against the Apple developer account "
+                + "(pushrelay admin key list \(tenant)), then add the right key with pushrelay admin key rotate"
+        case "BadCertificate", "BadCertificateEnvironment":
+            "APNs refuses the client certificate: replace it with one for this app and environment"
+        case "BadTopic", "TopicDisallowed", "MissingTopic":
+            "APNs refuses the bundle id as topic: check bundle_ids in the tenant file and that the key's team owns "
+                + "the app, then pushrelay admin tenant sync"
+        case "no_signing_key":
+            "the tenant has no signing key for this environment: pushrelay admin key add \(tenant) ..."
+        case "no_master_key":
+            "the relay has no master key: give it master_key_file or PUSHRELAY_MASTER_KEY"
+        case "master_key_mismatch":
+            "the relay's master key does not open the stored keys: give it the master key that sealed them"
+        default:
+            "check the tenant's signing keys and tenant file"
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import APNs
+import Foundation
+import Logging
+import Metrics
+import PushRelayProtocol
+import RelayStore
+
+extension PoolRegistry {
+    /// Faults `tenant`'s destination `environment` for `reason` (a provider's refusal of its configuration, or
+    /// no usable key): its sends are held until a key change or a probe finds it fixed. Logged at error level and
+    /// recorded in `provider_faults` once per change of reason, not per send.
+    func reportFault(tenant: String, environment: APNsEnvironment, reason: String) async {
+        let key = PoolKey(tenant: tenant, environment: environment)
+        let now = ContinuousClock.now
+        if faults[key]?.reason == reason {
+            faults[key]?.probeAt = now + Self.faultProbeInterval
+            return
+        }
+        let fault = Fault(
+            reason: reason, detail: HoldCause.fix(for: reason, tenant: tenant), since: Date(),
+            probeAt: now + Self.faultProbeInterval)
+        faults[key] = fault
+        clearedFaults[key] = nil
+        logger.error(
+            "delivery stopped: configuration fault; notifications are held until it is fixed",
+            metadata: [
+                "tenant": "\(tenant)", "apns.environment": "\(environment.rawValue)", "reason": "\(reason)",
+                "fix": "\(fault.detail)",
+            ])
+        do {
+            try await store.recordProviderFault(
+                ProviderFaultRecord(
+                    tenantID: tenant, environment: environment.rawValue, reason: reason, detail: fault.detail,
+                    since: fault.since, relay: relayName))
+        } catch {
+            logger.warning("configuration fault not recorded", metadata: ["tenant": "\(tenant)", "error": "\(error)"])
+        }
+    }
+
+    /// A send to `tenant`'s destination `environment` was delivered: a fault of it is over.
+    func reportDelivered(tenant: String, environment: APNsEnvironment) async {
+        let key = PoolKey(tenant: tenant, environment: environment)
+        guard faults[key] != nil else { return }
+        await clearFault(key, why: "a notification was delivered")
+    }
+
+    /// Whether `tenant`'s destination `environment` is faulted now.
+    func isFaulted(tenant: String, environment: APNsEnvironment) -> Bool {
+        faults[PoolKey(tenant: tenant, environment: environment)] != nil
+    }
+
+    /// Ends the fault of `key`: logged, removed from `provider_faults`, and its held notifications made due now.
+    func clearFault(_ key: PoolKey, why: String) async {
+        guard let fault = faults.removeValue(forKey: key) else { return }
+        clearedFaults[key] = fault.reason
+        logger.notice(
+            "delivery resumed after a configuration fault",
+            metadata: [
+                "tenant": "\(key.tenant)", "apns.environment": "\(key.environment.rawValue)",
+                "reason": "\(fault.reason)", "why": "\(why)",
+            ])
+        do {
+            try await store.clearProviderFault(tenant: key.tenant, environment: key.environment.rawValue)
+            try await store.retryHeldPagesNow(tenant: key.tenant, environment: key.environment.rawValue)
+        } catch {
+            logger.warning(
+                "held notifications not made due; they wait for their backoff",
+                metadata: ["tenant": "\(key.tenant)", "error": "\(error)"])
+        }
+    }
+
+    /// Why no notification of a SEND to `tenant`'s `environments` could ever be delivered now, or `nil` when one of
+    /// them has a usable key: no key at all (``Pushrelay_V1_ErrorCode/noProviderKey``) or keys this relay cannot
+    /// open (``Pushrelay_V1_ErrorCode/providerKeyUnreadable``). Answers from what it found in the last
+    /// ``keyCheckLifetime`` seconds, so a SEND costs no key read.
+    func sendRefusal(tenant: String, environments: Set<APNsEnvironment>) async -> ProtocolError? {
+        let refusal = await keyRefusal(tenant: tenant, environments: environments)
+        if refusal?.code != refusalsLogged[tenant] {
+            if let refusal {
+                logger.error(
+                    "sends refused: no usable signing key",
+                    metadata: ["tenant": "\(tenant)", "why": "\(refusal.message)"])
+            }
+            refusalsLogged[tenant] = refusal?.code
+        }
+        return refusal
+    }
+
+    private func keyRefusal(tenant: String, environments: Set<APNsEnvironment>) async -> ProtocolError? {
+        guard !environments.isEmpty else { return nil }
+        var problems: [PoolUnavailable] = []
+        for environment in environments.sorted(by: { $0.rawValue < $1.rawValue }) {
+            guard let problem = await keyProblem(PoolKey(tenant: tenant, environment: environment)) else { return nil }
+            problems.append(problem)
+        }
+        let names = environments.map(\.rawValue).sorted().joined(separator: " and ")
+        if let unreadable = problems.first(where: { $0.reason == "no_master_key" || $0.reason == "master_key_mismatch" }
+        ) {
+            return ProtocolError(
+                .providerKeyUnreadable,
+                "\(unreadable.message); nothing was sent (\(HoldCause.fix(for: unreadable.reason, tenant: tenant)))")
+        }
+        guard problems.allSatisfy({ $0.reason == "no_signing_key" }) else { return nil }
+        return ProtocolError(
+            .noProviderKey,
+            "tenant \(tenant) has no APNs signing key for \(names), so nothing could be delivered; nothing was sent "
+                + "(an operator adds one: pushrelay admin key add \(tenant) --p8 FILE --key-id ID --team-id TEAM)")
+    }
+
+    /// Why `key` has no usable signing key, in a sentence, or `nil` when it has one (for the status view).
+    func sendRefusalProblem(_ key: PoolKey) async -> String? {
+        await keyProblem(key)?.message
+    }
+
+    /// Whether `key` has a usable signing key (`nil`) or why not, as found in the last ``keyCheckLifetime``.
+    private func keyProblem(_ key: PoolKey) async -> PoolUnavailable? {
+        if pools[key] != nil, faults[key] == nil { return nil }
+        let now = ContinuousClock.now
+        if let check = keyChecks[key], now - check.at < Self.keyCheckLifetime { return check.problem }
+        var problem: PoolUnavailable?
+        do {
+            _ = try await signingKey(tenant: key.tenant, environment: key.environment)
+        } catch {
+            // A database that does not answer says nothing about the keys: the SEND is not refused for it.
+            problem = error.isConfiguration ? error : nil
+        }
+        keyChecks[key] = (problem, now)
+        return problem
+    }
+
+    /// Why the relay cannot open the stored signing keys of the enabled tenants, or `nil` when it can (or none
+    /// are stored): no master key, or not the one that sealed them. Relay-wide, so readiness depends on it.
+    /// Found again after ``keyCheckLifetime`` or a key change.
+    public func sealedKeysProblem() async -> String? {
+        let now = ContinuousClock.now
+        if let check = sealedKeysCheck, now - check.at < Self.keyCheckLifetime { return check.problem }
+        guard let tenants = try? await store.listTenants().filter(\.enabled) else { return sealedKeysCheck?.problem }
+        var locked: [String] = []
+        var unopened: [String] = []
+        for tenant in tenants {
+            guard let keys = try? await store.listSigningKeys(tenant: tenant.id) else {
+                return sealedKeysCheck?.problem
+            }
+            guard keys.contains(where: { $0.status != .retired }) else { continue }
+            guard let masterKey else {
+                locked.append(tenant.id)
+                continue
+            }
+            do {
+                _ = try await store.loadSigningKeys(tenant: tenant.id, masterKey: masterKey)
+            } catch  where error.code == .wrongMasterKey {
+                unopened.append(tenant.id)
+            } catch {
+                if error.isTransient { return sealedKeysCheck?.problem }
+            }
+        }
+        var problem: String?
+        if !locked.isEmpty {
+            problem =
+                "no master key: the stored signing keys of \(locked.sorted().joined(separator: ", ")) cannot be "
+                + "opened (give --master-key-file or PUSHRELAY_MASTER_KEY)"
+        } else if !unopened.isEmpty {
+            problem =
+                "the master key does not open the stored signing keys of \(unopened.sorted().joined(separator: ", ")) "
+                + "(it is not the master key that sealed them)"
+        }
+        if problem != sealedKeysCheck?.problem {
+            if let problem {
+                logger.error(
+                    "stored signing keys cannot be opened; the relay is not ready", metadata: ["why": "\(problem)"])
+            } else if sealedKeysCheck != nil {
+                logger.notice("stored signing keys open again; the relay is ready")
+            }
+        }
+        Gauge(label: RelayMetrics.sealedKeysUnreadableLabel).record(locked.count + unopened.count)
+        sealedKeysCheck = (problem, now)
+        return problem
+    }
+
+    /// Samples every built pool into the `pushrelay_pool_connections` (ready connections) and
+    /// `pushrelay_pool_streams_in_flight` gauges, and each faulted destination into `pushrelay_provider_fault`
+    /// (1 with its reason; 0 once cleared), by tenant and environment.
+    public func recordMetrics() async {
+        for (key, snapshot) in await snapshots() {
+            let dimensions = [("tenant", key.tenant), ("environment", key.environment.rawValue)]
+            Gauge(label: RelayMetrics.poolConnectionsLabel, dimensions: dimensions)
+                .record(snapshot.connections.count(where: \.isReady))
+            Gauge(label: RelayMetrics.poolStreamsLabel, dimensions: dimensions).record(snapshot.streamsInFlight)
+        }
+        for (key, fault) in faults {
+            RelayMetrics.providerFault(
+                tenant: key.tenant, environment: key.environment.rawValue, reason: fault.reason, on: true)
+        }
+        for (key, reason) in clearedFaults {
+            RelayMetrics.providerFault(
+                tenant: key.tenant, environment: key.environment.rawValue, reason: reason, on: false)
+        }
+        clearedFaults.removeAll()
+        _ = await sealedKeysProblem()
+    }
+}
