@@ -11,7 +11,7 @@ Runs with the pushrelay_client package (Protocol/python) installed:
       one Send of type "message" to every user of devices.tsv (at most the relay's max_recipients),
       with custom key {"fanout_run": RUN} in the payload; prints the job id
   status --address ... --job ID
-      JobStatus: prints "state=... devices=... delivered=... failed=... skipped=..."
+      JobStatus: prints "state=... devices=... delivered=... failed=... skipped=... waiting=... waiting_reason=..."
   account --log sim.jsonl --run RUN --devices devices.tsv --delivered delivered.txt
       reads the simulator's request log (one JSON object per answered request: deviceToken, payload,
       status, connection, ...) and prints key=value lines: requests and distinct tokens of the run,
@@ -130,7 +130,8 @@ async def status(args):
     async with await AsyncRelayClient.connect(host, port, args.tenant, args.credential) as client:
         job = await client.job_status(job_id=args.job)
     print(f"state={pb.JobState.Name(job.state)} devices={job.devices} delivered={job.delivered} "
-          f"failed={job.failed} skipped={job.skipped}")
+          f"failed={job.failed} skipped={job.skipped} waiting={job.waiting} "
+          f"waiting_reason={job.waiting_reason or '-'}")
 
 
 def account(args):

@@ -37,6 +37,7 @@ final class JobDispatcher: Sendable {
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
         let plan = try SendPlan(request, tenant: tenant)
         if let refusal = await pools.sendRefusal(tenant: tenant.id, environments: plan.environments) {
+            RelayMetrics.sendRefused(tenant: tenant.id, code: refusal.code)
             throw refusal
         }
         // A job due now goes to a planner of this process that waits for work, if there is one: it is written

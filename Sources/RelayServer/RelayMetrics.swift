@@ -20,6 +20,7 @@ enum RelayMetrics {
     static let heldOldestLabel = "pushrelay_notifications_held_oldest_seconds"
     static let providerFaultLabel = "pushrelay_provider_fault"
     static let sealedKeysUnreadableLabel = "pushrelay_signing_keys_unreadable"
+    static let sendsRefusedLabel = "pushrelay_sends_refused_total"
 
     /// Counts one answered request of `kind`: `ok`, or the wire name of the error it was refused with.
     /// Frames refused before reaching the service count too; one too broken to say its kind (`nil`) is
@@ -65,9 +66,12 @@ enum RelayMetrics {
             .increment(by: count)
     }
 
-    /// Records the devices held now by tenant, environment and reason, and each tenant's oldest hold; label sets
-    /// seen before and gone now are set to 0 (`previous` is what the last call recorded; returns this call's).
-    static func heldNow(_ summary: [HeldDeliveries], previous: Set<[String]>, now: Date) -> Set<[String]> {
+    /// Records the devices held now by tenant, environment and reason, and each of `tenants`' oldest hold (0 when
+    /// none waits); label sets seen before and gone now are set to 0 (`previous` is what the last call recorded;
+    /// returns this call's).
+    static func heldNow(
+        _ summary: [HeldDeliveries], previous: Set<[String]>, tenants: [String], now: Date
+    ) -> Set<[String]> {
         var seen: Set<[String]> = []
         var oldest: [String: Date] = [:]
         for row in summary {
@@ -87,11 +91,31 @@ enum RelayMetrics {
             )
             .record(0)
         }
-        for tenant in Set(previous.map { $0[0] }).union(oldest.keys) {
+        for tenant in Set(previous.map { $0[0] }).union(oldest.keys).union(tenants) {
             let age = oldest[tenant].map { max(0, now.timeIntervalSince($0)) } ?? 0
             Gauge(label: heldOldestLabel, dimensions: [("tenant", tenant)]).record(age)
         }
         return seen
+    }
+
+    /// Makes the per-tenant series of faults and refusals exist at 0 for every tenant, so that alerts and `rate()`
+    /// see them before the first fault: `pushrelay_sends_refused_total` for each refusal code and
+    /// `pushrelay_provider_fault` with reason `none` for each environment.
+    static func initialise(tenants: [TenantRecord]) {
+        for tenant in tenants {
+            for code in [Pushrelay_V1_ErrorCode.noProviderKey, .providerKeyUnreadable] {
+                Counter(label: sendsRefusedLabel, dimensions: [("tenant", tenant.id), ("reason", code.name)])
+                    .increment(by: 0)
+            }
+            for environment in Set(tenant.configuration.bundleIDs.values.flatMap(\.environments)) {
+                providerFault(tenant: tenant.id, environment: environment.rawValue, reason: "none", on: false)
+            }
+        }
+    }
+
+    /// Counts a SEND of `tenant` refused because no usable key could serve it, by the error's code.
+    static func sendRefused(tenant: String, code: Pushrelay_V1_ErrorCode) {
+        Counter(label: sendsRefusedLabel, dimensions: [("tenant", tenant), ("reason", code.name)]).increment()
     }
 
     /// Records whether `tenant`'s destination `environment` is faulted for `reason`.

@@ -18,9 +18,12 @@ extension RelayService {
             Gauge(label: RelayMetrics.scheduledLagLabel).record(
                 oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
             let held = try await store.heldDeliveries()
+            let tenants = try await store.listTenants()
             heldGaugeLabels.withLock { labels in
-                labels = RelayMetrics.heldNow(held, previous: labels, now: Date())
+                labels = RelayMetrics.heldNow(
+                    held, previous: labels, tenants: tenants.map(\.id), now: Date())
             }
+            RelayMetrics.initialise(tenants: tenants)
         } catch {
             logger.debug("queue metrics not sampled", metadata: ["error": "\(error)"])
         }

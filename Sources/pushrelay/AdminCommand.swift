@@ -16,7 +16,7 @@ struct AdminCommand: AsyncParsableCommand {
             """,
         subcommands: [
             AdminMigrateCommand.self, AdminTenantCommand.self, AdminKeyCommand.self, AdminCredentialCommand.self,
-            AdminMasterKeyCommand.self,
+            AdminMasterKeyCommand.self, AdminStatusCommand.self,
         ]
     )
 }

@@ -39,6 +39,8 @@ class ErrorCode(IntEnum):
     DUPLICATE_REQUEST_ID = 17
     SHUTTING_DOWN = 18
     ALREADY_AUTHENTICATED = 19
+    NO_PROVIDER_KEY = 20
+    PROVIDER_KEY_UNREADABLE = 21
 
     @classmethod
     def from_wire(cls, value: int) -> "ErrorCode":
