@@ -10,7 +10,8 @@
 #   1. embedded PostgreSQL with circl (its pace raised to 50,000/s in the run's copy of its tenant file, so the
 #      fan-out runs at the relay's speed), a .p8 sealed under a fresh master key, a credential; `pushrelay
 #      apns-sim` as its own process (latency OUTAGE_LATENCY_MS); `pushrelay serve` with its operator port
-#   2. OUTAGE_DEVICES devices registered through the relay; one Send per 10,000 of them (max_recipients)
+#   2. OUTAGE_DEVICES devices of circl written into the database (a bulk load); one Send per 10,000 of them
+#      (max_recipients) through the relay
 #   3. when the simulator has answered OUTAGE_STOP_PERCENT of the requests, it is stopped: the outage begins
 #   4. during the outage: the held devices counted (job_pages), JOB_STATUS says running and waiting, /status
 #      and /metrics show the held notifications; the relay stopped with SIGTERM (exit 0) and started again
@@ -58,9 +59,17 @@ operator() { curl -s --max-time 5 "http://127.0.0.1:$METRICS_PORT$1" || true; }
 
 # --- 2. devices and sends ------------------------------------------------------------------------
 step="register"
-log "registering $DEVICES devices through the relay"
-fl_tool register --address "${RELAY_ADDRESS[main]}" --credential "$CREDENTIAL" --count "$DEVICES" --run "$RUN" \
-    --out "$TMP/devices.tsv"
+log "$DEVICES devices of circl written straight into the database (a bulk load: the wire is not what this run measures)"
+# The same tokens and users as fanout_tool.py register writes (sha256 of "RUN-i", users RUN-u00000...), with circl's
+# token policy's slot (one device per token).
+fl_psql "INSERT INTO devices (tenant_id, slot, user_id, token, platform, environment, topics, registered_at)
+         SELECT 'circl', '[\"token\",\"' || token || '\"]', user_id, token, 'ios', 'production', '{}', now()
+         FROM (SELECT encode(sha256(convert_to('$RUN-' || i, 'UTF8')), 'hex') AS token,
+                      '$RUN-u' || lpad(i::text, 5, '0') AS user_id
+               FROM generate_series(0, $DEVICES - 1) AS i) AS d" >/dev/null
+fl_psql "SELECT token || E'\t' || user_id FROM devices WHERE tenant_id = 'circl' AND user_id LIKE '$RUN-u%' ORDER BY user_id" \
+    >"$TMP/devices.tsv"
+[ "$(wc -l <"$TMP/devices.tsv")" -eq "$DEVICES" ] || fail "$(wc -l <"$TMP/devices.tsv") devices written, expected $DEVICES"
 split -l "$PER_SEND" -d -a 3 "$TMP/devices.tsv" "$TMP/part-"
 step="send"
 stop_at=$((DEVICES * STOP_PERCENT / 100))
@@ -130,6 +139,10 @@ import json, sys
 doc = json.load(sys.stdin)
 circl = [t for t in doc["tenants"] if t["tenant"] == "circl"][0]
 print(sum(h["devices"] for e in circl["environments"] for h in e["held"]))')"
+admin_status="$(fl_admin status 2>&1 || true)"
+admin_held="$(grep -cE '^circl +production .*HELD [0-9]+ \((connect_failed|connection_lost)\)' <<<"$admin_status" || true)"
+say "pushrelay admin status during the outage:"
+printf '%s\n' "$admin_status"
 ready_during="$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$METRICS_PORT/readyz" || true)"
 
 step="restart"
@@ -207,7 +220,8 @@ check "duplicates within the window ($twice <= $window)" le "$twice" "$window"
 check "notifications waited during the outage ($held_before_restart)" ge "$held_before_restart" 1
 check "the held notifications survived the restart ($held_after_restart == $held_before_restart)" eq "$held_after_restart" "$held_before_restart"
 check "JOB_STATUS said running and waiting" eq "$(grep -cE 'state=RUNNING .*waiting=[1-9]' <<<"$status_line")" 1
-check "/metrics and /status showed them ($metrics_held, $status_unreachable)" eq "$((metrics_held > 0 && status_unreachable > 0))" 1
+check "/metrics, /status and pushrelay admin status showed them ($metrics_held, $status_unreachable)" \
+    eq "$((metrics_held > 0 && status_unreachable > 0)):$admin_held" 1:1
 check "the relay stayed ready during the outage" eq "$ready_during" 200
 check "the restart during the outage was graceful" eq "$restart_status" 0
 check "notifications were delivered after the outage ($answered_after)" ge "$answered_after" "$held_before_restart"

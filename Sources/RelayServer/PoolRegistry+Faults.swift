@@ -8,7 +8,8 @@ import RelayStore
 extension PoolRegistry {
     /// Faults `tenant`'s destination `environment` for `reason` (a provider's refusal of its configuration, or
     /// no usable key): its sends are held until a key change or a probe finds it fixed. Logged at error level and
-    /// recorded in `provider_faults` once per change of reason, not per send.
+    /// recorded in `provider_faults` (unless it is this relay's own master key) once per change of reason, not per
+    /// send.
     func reportFault(tenant: String, environment: APNsEnvironment, reason: String) async {
         let key = PoolKey(tenant: tenant, environment: environment)
         let now = ContinuousClock.now
@@ -27,6 +28,8 @@ extension PoolRegistry {
                 "tenant": "\(tenant)", "apns.environment": "\(environment.rawValue)", "reason": "\(reason)",
                 "fix": "\(fault.detail)",
             ])
+        // A master key this relay lacks is its own fault, not the tenant's: other relays may open the keys.
+        guard reason != "no_master_key" && reason != "master_key_mismatch" else { return }
         do {
             try await store.recordProviderFault(
                 ProviderFaultRecord(
