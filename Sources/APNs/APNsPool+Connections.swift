@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -67,7 +68,11 @@ extension APNsPool {
         guard let change = state.connectFailed(slot: index, attempt: id, error: error, connections: self) else {
             return
         }
-        logger.warning("APNs connection failed", metadata: ["error": "\(error)"])
+        var metadata: Logger.Metadata = ["error": "\(error)"]
+        if case .after(let delay) = change.reconnect {
+            metadata["retry_in_ms"] = "\(delay.nanoseconds / 1_000_000)"
+        }
+        logger.warning("APNs connection failed; connecting again after a backoff", metadata: metadata)
         perform(change, slot: index)
     }
 

@@ -20,8 +20,20 @@ extension RelayServerSuites {
                 _ = try await client.registerDevice(registration(user: "ada", token: token))
                 #expect(try await client.send(circlMessage(to: ["ada"])).job.delivered == 1)
 
+                let events = try await client.subscribeResults(receipts: false)
                 try await relay.simulator.shutdown()
                 let answer = try await client.send(circlMessage(to: ["ada"]))
+                // The results stream says the job's device waits, why, and when it is tried next.
+                var held: Pushrelay_V1_HeldDevices?
+                for await event in events {
+                    if case .held(let devices) = event.event {
+                        held = devices
+                        break
+                    }
+                }
+                #expect(held?.jobID == answer.jobID && held?.devices == 1)
+                #expect(["connect_failed", "connection_lost"].contains(held?.reason ?? ""))
+                #expect((held?.nextAttemptMs ?? 0) > Int64(Date().timeIntervalSince1970 * 1000) - 1_000)
                 let outcome = try #require(answer.outcomes.first)
                 #expect(outcome.outcome == "waiting")
                 #expect(["connect_failed", "connection_lost"].contains(outcome.reason))
@@ -29,9 +41,9 @@ extension RelayServerSuites {
                 #expect(waiting.state == .running)
                 #expect(waiting.waiting == 1)
                 #expect(["connect_failed", "connection_lost"].contains(waiting.waitingReason))
-                let held = try await relay.store.heldDeliveries()
-                #expect(held.map(\.devices) == [1])
-                #expect(held.first?.tenantID == "circl")
+                let stored = try await relay.store.heldDeliveries()
+                #expect(stored.map(\.devices) == [1])
+                #expect(stored.first?.tenantID == "circl")
 
                 let back = try await relay.startSimulatorAgain()
                 let delivered = await eventually(within: 90) {

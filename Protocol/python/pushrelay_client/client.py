@@ -688,7 +688,7 @@ class AsyncRelayClient:
         return await self._call(Kind.SET_PRESENCE, message, pb.Presence)
 
     async def subscribe_results(self, *, receipts: bool = False) -> ResultStream:
-        """SUBSCRIBE_RESULTS: a :class:`ResultStream` of dead tokens (and receipts when ``receipts``).
+        """SUBSCRIBE_RESULTS: a :class:`ResultStream` of dead tokens and held devices (and receipts when ``receipts``).
 
         The stream belongs to the current connection: it ends with :class:`ConnectionClosed` when that
         connection does.

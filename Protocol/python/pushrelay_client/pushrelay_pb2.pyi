@@ -207,6 +207,20 @@ class Goodbye(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class HeldDevices(_message.Message):
+    __slots__ = ["devices", "environment", "job_id", "next_attempt_ms", "reason"]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_MS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    devices: int
+    environment: Environment
+    job_id: str
+    next_attempt_ms: int
+    reason: str
+    def __init__(self, job_id: _Optional[str] = ..., devices: _Optional[int] = ..., reason: _Optional[str] = ..., next_attempt_ms: _Optional[int] = ..., environment: _Optional[_Union[Environment, str]] = ...) -> None: ...
+
 class Hello(_message.Message):
     __slots__ = ["accept_zstd", "client_name", "credential", "max_version", "min_version", "tenant"]
     ACCEPT_ZSTD_FIELD_NUMBER: _ClassVar[int]
@@ -426,12 +440,14 @@ class RegisterDeviceResult(_message.Message):
     def __init__(self, status: _Optional[_Union[RegisterDeviceResult.Status, str]] = ..., previous_user_id: _Optional[str] = ..., replaced_token: _Optional[str] = ..., device: _Optional[_Union[Device, _Mapping]] = ...) -> None: ...
 
 class ResultEvent(_message.Message):
-    __slots__ = ["dead_token", "receipt"]
+    __slots__ = ["dead_token", "held", "receipt"]
     DEAD_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     RECEIPT_FIELD_NUMBER: _ClassVar[int]
     dead_token: DeadToken
+    held: HeldDevices
     receipt: Delivery
-    def __init__(self, receipt: _Optional[_Union[Delivery, _Mapping]] = ..., dead_token: _Optional[_Union[DeadToken, _Mapping]] = ...) -> None: ...
+    def __init__(self, receipt: _Optional[_Union[Delivery, _Mapping]] = ..., dead_token: _Optional[_Union[DeadToken, _Mapping]] = ..., held: _Optional[_Union[HeldDevices, _Mapping]] = ...) -> None: ...
 
 class Send(_message.Message):
     __slots__ = ["alert", "badge", "category", "collapse_id", "content_available", "custom_json", "exclude_user_ids", "expiration", "idempotency_key", "interruption_level", "mutable_content", "notification_type", "priority", "relevance_score", "scope", "send_at_local", "send_at_ms", "sound", "template_values", "thread_id", "tokens", "topic", "user_ids", "wait"]

@@ -1365,7 +1365,33 @@ public nonisolated struct Pushrelay_V1_DeadToken: Sendable {
   public init() {}
 }
 
-/// RESULT_EVENT (kind 0x4040): one receipt or one dead token.
+/// Devices of a job whose notification is held for APNs (unreachable, 5xx, 429, or the tenant's
+/// credentials refused): they are tried again at next_attempt_ms, until the notification expires.
+public nonisolated struct Pushrelay_V1_HeldDevices: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var jobID: String = String()
+
+  /// How many devices of the job were held in this round.
+  public var devices: UInt32 = 0
+
+  /// Why they wait ("connect_failed", "ServiceUnavailable", "InvalidProviderToken", ...).
+  public var reason: String = String()
+
+  /// When they are tried again (Unix ms).
+  public var nextAttemptMs: Int64 = 0
+
+  /// The environment they wait for.
+  public var environment: Pushrelay_V1_Environment = .unspecified
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// RESULT_EVENT (kind 0x4040): one receipt, one dead token, or devices held for APNs.
 public nonisolated struct Pushrelay_V1_ResultEvent: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1389,11 +1415,20 @@ public nonisolated struct Pushrelay_V1_ResultEvent: Sendable {
     set {event = .deadToken(newValue)}
   }
 
+  public var held: Pushrelay_V1_HeldDevices {
+    get {
+      if case .held(let v)? = event {return v}
+      return Pushrelay_V1_HeldDevices()
+    }
+    set {event = .held(newValue)}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public nonisolated enum OneOf_Event: Equatable, Sendable {
     case receipt(Pushrelay_V1_Delivery)
     case deadToken(Pushrelay_V1_DeadToken)
+    case held(Pushrelay_V1_HeldDevices)
 
   }
 
@@ -3452,9 +3487,59 @@ nonisolated extension Pushrelay_V1_DeadToken: SwiftProtobuf.Message, SwiftProtob
   }
 }
 
+nonisolated extension Pushrelay_V1_HeldDevices: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".HeldDevices"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{1}devices\0\u{1}reason\0\u{3}next_attempt_ms\0\u{1}environment\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.jobID) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.devices) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.reason) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.nextAttemptMs) }()
+      case 5: try { try decoder.decodeSingularEnumField(value: &self.environment) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.jobID.isEmpty {
+      try visitor.visitSingularStringField(value: self.jobID, fieldNumber: 1)
+    }
+    if self.devices != 0 {
+      try visitor.visitSingularUInt32Field(value: self.devices, fieldNumber: 2)
+    }
+    if !self.reason.isEmpty {
+      try visitor.visitSingularStringField(value: self.reason, fieldNumber: 3)
+    }
+    if self.nextAttemptMs != 0 {
+      try visitor.visitSingularInt64Field(value: self.nextAttemptMs, fieldNumber: 4)
+    }
+    if self.environment != .unspecified {
+      try visitor.visitSingularEnumField(value: self.environment, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Pushrelay_V1_HeldDevices, rhs: Pushrelay_V1_HeldDevices) -> Bool {
+    if lhs.jobID != rhs.jobID {return false}
+    if lhs.devices != rhs.devices {return false}
+    if lhs.reason != rhs.reason {return false}
+    if lhs.nextAttemptMs != rhs.nextAttemptMs {return false}
+    if lhs.environment != rhs.environment {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
 nonisolated extension Pushrelay_V1_ResultEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ResultEvent"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}receipt\0\u{3}dead_token\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}receipt\0\u{3}dead_token\0\u{1}held\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3488,6 +3573,19 @@ nonisolated extension Pushrelay_V1_ResultEvent: SwiftProtobuf.Message, SwiftProt
           self.event = .deadToken(v)
         }
       }()
+      case 3: try {
+        var v: Pushrelay_V1_HeldDevices?
+        var hadOneofValue = false
+        if let current = self.event {
+          hadOneofValue = true
+          if case .held(let m) = current {v = m}
+        }
+        try decoder.decodeSingularMessageField(value: &v)
+        if let v = v {
+          if hadOneofValue {try decoder.handleConflictingOneOf()}
+          self.event = .held(v)
+        }
+      }()
       default: break
       }
     }
@@ -3506,6 +3604,10 @@ nonisolated extension Pushrelay_V1_ResultEvent: SwiftProtobuf.Message, SwiftProt
     case .deadToken?: try {
       guard case .deadToken(let v)? = self.event else { preconditionFailure() }
       try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    }()
+    case .held?: try {
+      guard case .held(let v)? = self.event else { preconditionFailure() }
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 3)
     }()
     case nil: break
     }

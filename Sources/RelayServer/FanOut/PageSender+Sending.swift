@@ -128,7 +128,8 @@ extension PageSender {
 
     /// Holds each group of devices in a page of the job due at its next retry (with the schedule's backoff) until
     /// the notification's validity ends, when they are recorded expired instead (the rows returned, not counted
-    /// yet). A configuration cause faults its destination, so that the next pages hold without sending.
+    /// yet). A configuration cause faults its destination, so that the next pages hold without sending. Each hold
+    /// is announced on the results stream (`held`).
     private func hold(_ held: [HeldGroup: [DeviceTarget]], counts: inout JobPageCounts) async throws
         -> [DeliveryRecord]
     {
@@ -157,6 +158,17 @@ extension PageSender {
                 users: devices.map(\.userID), hold: hold)
             counts.deferred += devices.count
             RelayMetrics.held(tenant: page.tenantID, reason: group.cause.reason, count: devices.count)
+            if results.hasSubscribers(tenant: page.tenantID, receipts: false) {
+                var held = Pushrelay_V1_HeldDevices()
+                held.jobID = page.jobID
+                held.devices = UInt32(clamping: devices.count)
+                held.reason = group.cause.reason
+                held.nextAttemptMs = due.unixMilliseconds
+                held.environment = .init(group.environment)
+                var event = Pushrelay_V1_ResultEvent()
+                event.held = held
+                results.publish(event, tenant: page.tenantID)
+            }
             logger.info(
                 "devices held for their provider",
                 metadata: [
