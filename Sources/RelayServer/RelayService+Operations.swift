@@ -1,7 +1,6 @@
 import Foundation
 import Metrics
 import RelayStore
-import Synchronization
 
 extension RelayService {
     /// Samples the fan-out queue and the pools into their gauges: `pushrelay_pages_due`,
@@ -49,21 +48,13 @@ extension RelayService {
         let deadline = Self.readinessDeadline
         // The check runs in a task of its own: a database that does not answer may not end it at once, and the
         // answer does not wait for it.
-        return await withCheckedContinuation { continuation in
-            let answer = FirstAnswer(continuation)
-            Task {
-                do {
-                    try await store.ping()
-                } catch {
-                    answer.resume("the database does not answer: \(String(describing: error).prefix(200))")
-                    return
-                }
-                answer.resume(await pools.sealedKeysProblem())
+        return await answer(within: deadline, orElse: "the database did not answer within \(deadline)") {
+            do {
+                try await store.ping()
+            } catch {
+                return "the database does not answer: \(String(describing: error).prefix(200))"
             }
-            Task {
-                try? await Task.sleep(for: deadline)
-                answer.resume("the database did not answer within \(deadline)")
-            }
+            return await pools.sealedKeysProblem()
         }
     }
 
@@ -125,18 +116,5 @@ extension RelayService {
         } catch {
             logger.warning("node row not removed", metadata: ["node": "\(node)", "error": "\(error)"])
         }
-    }
-}
-
-/// A continuation resumed by the first of several racing tasks; the others' answers are dropped.
-private final class FirstAnswer: Sendable {
-    private let continuation: Mutex<CheckedContinuation<String?, Never>?>
-
-    init(_ continuation: CheckedContinuation<String?, Never>) {
-        self.continuation = Mutex(continuation)
-    }
-
-    func resume(_ answer: String?) {
-        continuation.withLock { $0.take() }?.resume(returning: answer)
     }
 }

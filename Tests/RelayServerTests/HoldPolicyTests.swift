@@ -1,0 +1,81 @@
+import APNs
+import Foundation
+import Testing
+
+@testable import RelayServer
+
+/// Which answers hold a device instead of recording it, and when a held device is tried again: plain values.
+@Suite struct HoldPolicyTests {
+    @Test func theRetryDelayDoublesFromOneSecondUpToAMinuteWithinItsJitter() {
+        var random = SeededGenerator(seed: 39)
+        let schedule = RetrySchedule.standard
+        let bases: [Double] = [1, 2, 4, 8, 16, 32, 60, 60, 60]
+        for (index, base) in bases.enumerated() {
+            for _ in 0..<200 {
+                let delay = schedule.delay(round: index + 1, using: &random).seconds
+                #expect(delay >= base * 0.8 && delay <= base * 1.2, "round \(index + 1): \(delay) s")
+            }
+        }
+        // The jitter spreads the retries of one round: not every device comes back at the same instant.
+        let spread = Set((0..<50).map { _ in schedule.delay(round: 3, using: &random) })
+        #expect(spread.count > 40)
+        #expect(schedule.delay(round: 10_000, using: &random).seconds <= 72)
+    }
+
+    @Test func transportFailures5xxAnd429AreHeldAsAnOutage() {
+        let unreachable = APNsDeliveryReport(
+            outcome: .retryLater, failure: .connectFailed("connection refused"), attempts: 0)
+        #expect(HoldCause(unreachable) == .outage(reason: "connect_failed"))
+        let lost = APNsDeliveryReport(outcome: .retryLater, failure: .connectionLost, attempts: 1)
+        #expect(HoldCause(lost) == .outage(reason: "connection_lost"))
+        let unavailable = APNsDeliveryReport(
+            outcome: .retryLater, response: APNsResponse(status: 503, reason: .serviceUnavailable), attempts: 5)
+        #expect(HoldCause(unavailable) == .outage(reason: "ServiceUnavailable"))
+        let throttled = APNsDeliveryReport(
+            outcome: .retryLater, response: APNsResponse(status: 429, reason: .tooManyRequests), attempts: 5)
+        #expect(HoldCause(throttled) == .outage(reason: "TooManyRequests"))
+        #expect(HoldCause(APNsPoolError.connectFailed("refused") as any Error) == .outage(reason: "connect_failed"))
+        #expect(HoldCause(APNsPoolError.queueFull(capacity: 10) as any Error) == .outage(reason: "pool_full"))
+    }
+
+    @Test func refusedCredentialsAndTopicsAreHeldAsAConfigurationFault() {
+        for reason in [APNsReason.invalidProviderToken, .badTopic, .topicDisallowed, .forbidden] {
+            let report = APNsDeliveryReport(
+                outcome: .configurationFault, response: APNsResponse(status: 403, reason: reason), attempts: 1)
+            #expect(HoldCause(report) == .configuration(reason: reason.rawValue))
+        }
+    }
+
+    @Test func settledAnswersAreRecordedNotHeld() {
+        let delivered = APNsDeliveryReport(outcome: .delivered, response: APNsResponse(status: 200), attempts: 1)
+        #expect(HoldCause(delivered) == nil)
+        let dead = APNsDeliveryReport(
+            outcome: .tokenDead, response: APNsResponse(status: 410, reason: .unregistered), attempts: 1)
+        #expect(HoldCause(dead) == nil)
+        // A notification APNs refuses for its own content fails the same way every time: recorded rejected.
+        let tooLarge = APNsDeliveryReport(
+            outcome: .configurationFault, response: APNsResponse(status: 413, reason: .payloadTooLarge), attempts: 1)
+        #expect(HoldCause(tooLarge) == nil)
+        let badExpiration = APNsDeliveryReport(
+            outcome: .configurationFault, response: APNsResponse(status: 400, reason: .badExpirationDate),
+            attempts: 1)
+        #expect(HoldCause(badExpiration) == nil)
+        #expect(HoldCause(APNsValidationError.emptyTopic as any Error) == nil)
+    }
+}
+
+/// Readiness answers within its deadline whatever its dependency does.
+@Suite struct FirstAnswerTests {
+    @Test func aCheckThatDoesNotAnswerGivesTheLateAnswer() async {
+        let answer = await answer(within: .milliseconds(50), orElse: "late") {
+            try? await Task.sleep(for: .seconds(2))
+            return "on time"
+        }
+        #expect(answer == "late")
+    }
+
+    @Test func aCheckThatAnswersGivesItsAnswer() async {
+        let answer = await answer(within: .seconds(30), orElse: "late") { "on time" }
+        #expect(answer == "on time")
+    }
+}
