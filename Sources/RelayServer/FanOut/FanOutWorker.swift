@@ -140,6 +140,7 @@ public final class FanOutWorker: Sendable {
             try? await Task.sleep(for: tuning.idlePoll)
             plannerWake.wakeOne()
             pageLoopWake.wakeOne()
+            await stopPagesOfDisabledTenants()
             sinceRenewal += tuning.idlePoll
             guard sinceRenewal >= tuning.lease / 3, !Task.isCancelled else { continue }
             sinceRenewal = .zero
@@ -167,6 +168,22 @@ public final class FanOutWorker: Sendable {
         }
         plannerWake.close()
         pageLoopWake.close()
+    }
+
+    /// Stops the pages being sent for a tenant that was disabled meanwhile: they start no new send (as for a lost
+    /// lease) and wait, unclaimed, until the tenant is enabled again.
+    private func stopPagesOfDisabledTenants() async {
+        let pages = held.withLock { Array($0.values) }
+        var enabled: [String: Bool] = [:]
+        for page in pages where !page.lost.load(ordering: .relaxed) {
+            let tenant = page.page.tenantID
+            if enabled[tenant] == nil { enabled[tenant] = (try? await tenants.tenant(tenant)?.enabled) ?? true }
+            guard enabled[tenant] == false else { continue }
+            page.lost.store(true, ordering: .relaxed)
+            logger.notice(
+                "tenant disabled; its page stops sending and waits until it is enabled",
+                metadata: ["tenant": "\(tenant)", "job": "\(page.page.jobID)"])
+        }
     }
 
     // MARK: Planning
