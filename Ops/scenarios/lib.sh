@@ -209,6 +209,7 @@ fl_setup_database() {
     grep -q "BEGIN PRIVATE KEY" "$TMP/AuthKey.p8" || fail "openssl did not write a PKCS#8 key"
     "$BIN" admin master-key generate >"$TMP/master.key"
     chmod 600 "$TMP/master.key" "$TMP/AuthKey.p8"
+    fl_admin migrate
     fl_admin tenant sync "$TMP/tenants"
     PUSHRELAY_MASTER_KEY="$(tr -d '[:space:]' <"$TMP/master.key")" \
         fl_admin key add circl --p8 "$TMP/AuthKey.p8" --key-id "$KEY_ID" --team-id "$TEAM_ID"
