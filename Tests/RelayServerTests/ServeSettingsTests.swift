@@ -168,6 +168,22 @@ import Testing
         }
         _ = try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: path)
     }
+
+    @Test func theUnitLeavesTheEmbeddedPostgresToTheRelayAndGivesTheReadyFileAFolder() throws {
+        let unit = try String(
+            contentsOf: Self.root.appendingPathComponent("Ops/deploy/pushrelay.service"), encoding: .utf8)
+        let lines = Set(unit.split(separator: "\n").map(String.init))
+        // SIGTERM to the relay alone, which stops the PostgreSQL it started; SIGHUP re-reads the tenant files.
+        #expect(lines.contains("KillMode=mixed"))
+        #expect(lines.contains("ExecReload=/bin/kill -HUP $MAINPID"))
+        // PostgreSQL's JIT needs writable and executable memory.
+        #expect(!unit.contains("MemoryDenyWriteExecute=yes"))
+        #expect(lines.contains("RuntimeDirectory=pushrelay"))
+        let settings = try ServeSettings.resolve(
+            commandLine: [:], environment: [:],
+            configFile: Self.root.appendingPathComponent("Ops/deploy/pushrelay.yaml").path)
+        #expect(settings.readyFile?.hasPrefix("/run/pushrelay/") == true)
+    }
 }
 
 /// `camelCase` as `snake_case`, with the capitalised abbreviations of the settings (`URL`, `CA`).
