@@ -70,6 +70,21 @@ extension RelayStore {
             }
             return .databaseUnavailable("PostgreSQL at \(place) refused a session: \(message)")
         }
+        switch psql.code {
+        case .sslUnsupported:
+            return .databaseUnavailable(
+                "PostgreSQL at \(place) does not offer TLS, which the URL's sslmode requires")
+        case .authMechanismRequiresPassword:
+            return .loginRefused(place: place, message: "the server asks for a password and the URL gives none")
+        default:
+            break
+        }
+        if isTimeout(psql.underlying) {
+            return .databaseUnavailable("PostgreSQL at \(place) did not answer: the connection timed out")
+        }
+        if let connection = psql.underlying as? NIOConnectionError, connection.connectionErrors.isEmpty {
+            return .databaseUnavailable("cannot reach PostgreSQL at \(place): the host name does not resolve")
+        }
         if let number = errnoNumber(psql.underlying) {
             let reason = String(cString: strerror(number)).lowercased()
             let hint =
@@ -78,6 +93,19 @@ extension RelayStore {
             return .databaseUnavailable("cannot reach PostgreSQL at \(place): \(reason)\(hint)")
         }
         return .databaseUnavailable("cannot reach PostgreSQL at \(place): \(describePostgresError(psql))")
+    }
+
+    /// Whether a connect failed for want of an answer in time.
+    private static func isTimeout(_ error: (any Error)?) -> Bool {
+        switch error {
+        case let error as ChannelError:
+            if case .connectTimeout = error { return true }
+            return false
+        case let error as NIOConnectionError:
+            return error.connectionErrors.contains { isTimeout($0.error) }
+        default:
+            return false
+        }
     }
 
     /// The system error number behind a failed connect, when there is one.

@@ -65,13 +65,17 @@ struct ProbeTests {
         }
     }
 
-    @Test("nothing listening: connection refused, or no socket file, as unavailable")
+    @Test("nothing listening: connection refused, a name that does not resolve, no socket file, as unavailable")
     func nothingThere() async throws {
         let port = try closedPort()
         let refused = try #require(
             await probeError(try .init(databaseURL: "postgres://relay@127.0.0.1:\(port)/pushrelay?sslmode=disable")))
         #expect(refused.code == .databaseUnavailable)
         #expect(refused.description.contains("cannot reach PostgreSQL at 127.0.0.1:\(port): connection refused"))
+        let unresolved = try #require(
+            await probeError(try .init(databaseURL: "postgres://relay@no-such-host.invalid/pushrelay?sslmode=disable")))
+        #expect(unresolved.code == .databaseUnavailable)
+        #expect(unresolved.description.hasSuffix("no-such-host.invalid:5432: the host name does not resolve"))
         let folder = try makeTemporaryFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let missing = try #require(
