@@ -95,6 +95,7 @@ python_env
 step="relay-setup"
 log "relay: tenants, credential, serve"
 [ -x "$BIN" ] || fail "no relay binary at $BIN (swift build first, or set PUSHRELAY_BIN)"
+"$BIN" admin migrate --data-dir "$TMP/pg"
 "$BIN" admin tenant sync "$ROOT/Tenants" --data-dir "$TMP/pg"
 CIRCL_SECRET="$("$BIN" admin credential issue circl --name hostile-clients --secret-only --data-dir "$TMP/pg")"
 [[ "$CIRCL_SECRET" =~ ^prk_[A-Za-z0-9_-]+$ ]] || fail "credential issue circl --secret-only printed no bare secret"

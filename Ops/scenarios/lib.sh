@@ -209,6 +209,7 @@ fl_setup_database() {
     grep -q "BEGIN PRIVATE KEY" "$TMP/AuthKey.p8" || fail "openssl did not write a PKCS#8 key"
     "$BIN" admin master-key generate >"$TMP/master.key"
     chmod 600 "$TMP/master.key" "$TMP/AuthKey.p8"
+    fl_admin migrate
     fl_admin tenant sync "$TMP/tenants"
     PUSHRELAY_MASTER_KEY="$(tr -d '[:space:]' <"$TMP/master.key")" \
         fl_admin key add circl --p8 "$TMP/AuthKey.p8" --key-id "$KEY_ID" --team-id "$TEAM_ID"
@@ -278,9 +279,11 @@ ready_address() {
 }
 
 # fl_start_relay NAME: a relay of the scenario's cluster (embedded PostgreSQL in $TMP/pg, APNs = the simulator,
-# FL_RELAY_ARGS). The request limit is raised so the registrations are not paced by it.
+# FL_RELAY_ARGS). The request limit is raised so the registrations are not paced by it. No operator port unless
+# FL_RELAY_ARGS asks for one (a later flag wins): several relays on one host cannot share the default, and a relay
+# whose operator port cannot be opened does not start.
 fl_start_relay() {
-    relay_start "$1" --data-dir "$TMP/pg" --tenants "$TMP/tenants" \
+    relay_start "$1" --data-dir "$TMP/pg" --tenants "$TMP/tenants" --metrics-listen "" \
         --master-key-file "$TMP/master.key" --apns-endpoint "127.0.0.1:$SIM_PORT" --apns-ca "$TMP/sim/ca.pem" \
         --requests-per-second 100000 --request-burst 100000 ${FL_RELAY_ARGS[@]+"${FL_RELAY_ARGS[@]}"}
 }

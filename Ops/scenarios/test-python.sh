@@ -62,6 +62,7 @@ unit_summary="$(pytest_summary "$TMP/unit.txt")"
 step="relay-setup"
 log "relay: tenants, credentials, serve"
 [ -x "$BIN" ] || fail "no relay binary at $BIN (swift build first, or set PUSHRELAY_BIN)"
+"$BIN" admin migrate --data-dir "$TMP/pg"
 "$BIN" admin tenant sync Tenants --data-dir "$TMP/pg"
 # `credential issue --secret-only` prints the secret alone, once.
 issue_secret() {

@@ -39,6 +39,10 @@ REQUIRED=(
     "haproxy|have haproxy || [ -x /usr/sbin/haproxy ]"   # the TCP load balancer of Ops/scenarios/three-relays.sh
     "util-linux|have taskset"
     "time|[ -x /usr/bin/time ]"    # GNU time (the shell keyword cannot print user/sys separately)
+    "prometheus|have promtool && have prometheus"   # promtool checks /metrics and the alert rules; the server scrapes relays (Ops/scenarios/silent-failures.sh)
+    "curl|have curl"               # the scenarios read the operator port
+    "systemd|have systemd-analyze" # systemd-analyze verifies Ops/deploy/pushrelay.service (test.sh)
+    "procps|have ps"               # ps: the scenarios tell a stopped process from a zombie
 )
 OPTIONAL=(
     "linux-perf|have perf"

@@ -29,7 +29,8 @@ echo "==> run.sh: swift build -c release --product pushrelay"
 swift build "${scratch[@]}" -c release --product pushrelay
 bin="$(swift build "${scratch[@]}" -c release --show-bin-path)/pushrelay"
 
-echo "==> run.sh: pushrelay admin tenant sync Tenants"
+echo "==> run.sh: pushrelay admin migrate, then admin tenant sync Tenants"
+"$bin" admin migrate
 "$bin" admin tenant sync Tenants
 mkdir -p .pushrelay
 if [ ! -s .pushrelay/circl.credential ]; then

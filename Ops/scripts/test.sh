@@ -9,12 +9,18 @@
 #   2. swift build --build-tests, failing on any compiler warning in our own code
 #      (Sources/, Tests/, Package.swift); warnings from dependencies (.build/checkouts) are ignored
 #   3. swift format lint --strict with the repo's .swift-format (any finding fails); Package.swift's dependency
-#      edges equal the imports (Ops/scripts/check-package-edges.py); no hand-written Swift file over 600 lines
+#      edges equal the imports (Ops/scripts/check-package-edges.py); no hand-written Swift file over 600 lines;
+#      `systemd-analyze verify` finds nothing to say about Ops/deploy/pushrelay.service (a copy whose ExecStart
+#      is the binary just built, since verify wants the program to exist); `promtool test rules` fires every alert
+#      of Ops/deploy/prometheus-alerts.yml on the series of Ops/deploy/prometheus-alerts.test.yml
 #   4. swift test "$@" (the in-process fuzzer, Tests/PushRelayProtocolTests/FuzzTests.swift, prints its
 #      totals as `fuzz: ...` lines)
 #   5. Ops/scenarios/smoke-apns-cli.sh: `pushrelay apns-sim` and `pushrelay apns push` run as an operator would
 #   6. Ops/scenarios/test-python.sh: the Python client's tests, then the client against `pushrelay serve`;
-#      Ops/scenarios/hostile-clients.sh: hostile clients against `pushrelay serve`, with its accounting
+#      Ops/scenarios/hostile-clients.sh: hostile clients against `pushrelay serve`, with its accounting;
+#      Ops/scenarios/admin-cli.sh: `admin` on a missing cluster, a schema behind, logins PostgreSQL refuses;
+#      Ops/scenarios/lifecycle.sh: `serve` as the unit runs it (version, `promtool check metrics` on /metrics,
+#      settings refused, SIGHUP, SIGTERM to the main process with a send in flight)
 #   7. Ops/scenarios/crash-test.sh (a relay killed with SIGKILL mid fan-out and restarted: every device served,
 #      duplicates within the window, deliveries agree with APNs), Ops/scenarios/two-relays.sh (two relays
 #      on one database share one fan-out, every device exactly once) and Ops/scenarios/three-relays.sh (three
@@ -26,6 +32,10 @@
 #      fan-out and single sends), Ops/scenarios/fault-slow-apns.sh (APNs at 500 ms: RSS, back-pressure; 3,000
 #      devices) and Ops/scenarios/fault-node-killed.sh (one of three relays killed; 3,000 devices), each printing
 #      and checking its accounting (Ops/scenarios/crash-test.sh in step 7 is point 8)
+#  10. the outage runs: Ops/scenarios/outage-apns.sh (APNs stopped for 2 minutes in the middle of a 100,000-device
+#      fan-out, the relay restarted during the outage: every notification held, then delivered, none lost, with
+#      its accounting) and Ops/scenarios/silent-failures.sh (a wrong key id, a tenant without a key, a wrong master
+#      key: each in /status, a metric, a log line and an alert fired by a real Prometheus)
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -114,6 +124,19 @@ python3 "$ROOT/Ops/scripts/check-package-edges.py"
 oversized="$(find Sources -name '*.swift' -not -path '*/Generated/*' -exec wc -l {} + | awk '$2 != "total" && $1 > 600')"
 [ -z "$oversized" ] || { echo "test.sh: hand-written Swift files over 600 lines:" >&2; echo "$oversized" >&2; exit 1; }
 echo "test.sh: Package.swift's edges equal the imports; no hand-written Swift file over 600 lines"
+step="unit-verify"
+log "systemd-analyze verify Ops/deploy/pushrelay.service"
+unit_dir="$(mktemp -d)"
+sed "s|^ExecStart=/usr/local/bin/pushrelay |ExecStart=$(swift build "${scratch[@]}" --show-bin-path)/pushrelay |" \
+    Ops/deploy/pushrelay.service >"$unit_dir/pushrelay.service"
+unit_findings="$(systemd-analyze verify "$unit_dir/pushrelay.service" 2>&1 || echo "systemd-analyze verify failed")"
+rm -rf "$unit_dir"
+[ -z "$unit_findings" ] || { echo "test.sh: systemd-analyze verify on the unit:" >&2; echo "$unit_findings" >&2; exit 1; }
+echo "test.sh: systemd-analyze verify accepts Ops/deploy/pushrelay.service"
+step="alert-rules"
+log "promtool test rules Ops/deploy/prometheus-alerts.test.yml"
+promtool check rules Ops/deploy/prometheus-alerts.yml
+promtool test rules Ops/deploy/prometheus-alerts.test.yml
 
 # --- 4. tests ------------------------------------------------------------------------------------
 step="swift-test"
@@ -140,6 +163,12 @@ PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$
 step="hostile-clients"
 log "Ops/scenarios/hostile-clients.sh"
 PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/scenarios/hostile-clients.sh"
+step="admin-cli"
+log "Ops/scenarios/admin-cli.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/scenarios/admin-cli.sh"
+step="lifecycle"
+log "Ops/scenarios/lifecycle.sh"
+PUSHRELAY_BIN="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay" bash "$ROOT/Ops/scenarios/lifecycle.sh"
 
 # --- 7. durable fan-out: a crash mid fan-out, two relays on one database -------------------------
 step="fan-out-crash"
@@ -172,8 +201,17 @@ step="fault-node-killed"
 log "Ops/scenarios/fault-node-killed.sh"
 PUSHRELAY_BIN="$bin" NODE_DEVICES="${NODE_DEVICES:-3000}" bash "$ROOT/Ops/scenarios/fault-node-killed.sh"
 
+# --- 10. outages and configuration faults ---------------------------------------------------------
+step="outage-apns"
+log "Ops/scenarios/outage-apns.sh"
+PUSHRELAY_BIN="$bin" OUTAGE_DEVICES="${OUTAGE_DEVICES:-100000}" OUTAGE_SECONDS="${OUTAGE_SECONDS:-120}" \
+    bash "$ROOT/Ops/scenarios/outage-apns.sh"
+step="silent-failures"
+log "Ops/scenarios/silent-failures.sh"
+PUSHRELAY_BIN="$bin" bash "$ROOT/Ops/scenarios/silent-failures.sh"
+
 step="done"
 printf '
-test.sh: OK: deps, build (no own warnings), format lint, swift test%s, CLI smoke, Python client, hostile clients, fan-out crash, two and three relays, load-test smoke and fault runs passed in %ds
+test.sh: OK: deps, build (no own warnings), format lint, unit verified, swift test%s, CLI smoke, Python client, hostile clients, admin CLI, lifecycle, fan-out crash, two and three relays, load-test smoke, fault runs, the outage run and the silent failures passed in %ds
 ' \
     "${*:+ $*}" "$(($(date +%s) - started))"

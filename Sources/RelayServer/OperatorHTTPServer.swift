@@ -105,7 +105,8 @@ final class OperatorHTTPHandler: ChannelInboundHandler {
         switch path {
         case "/metrics":
             write(
-                .ok, body: registry.emitToBuffer(), contentType: Self.metricsContentType, head: head, context: context)
+                .ok, body: MetricsPage.render(registry), contentType: Self.metricsContentType, head: head,
+                context: context)
         case "/healthz":
             write(.ok, body: "ok\n", head: head, context: context)
         case "/readyz":

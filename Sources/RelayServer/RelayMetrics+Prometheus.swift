@@ -4,7 +4,7 @@ public import Prometheus
 /// The relay's metrics exported in Prometheus' format.
 public enum PrometheusExport {
     /// Makes a Prometheus registry the backend of swift-metrics, with buckets fitting the relay's histograms, and
-    /// returns it (for the operator port's `/metrics`). Call it once per process: swift-metrics can be
+    /// returns it (for the operator port's `/metrics`), with the series of known labels started at zero. Call it once per process: swift-metrics can be
     /// bootstrapped only once.
     public static func bootstrap() -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()
@@ -17,6 +17,7 @@ public enum PrometheusExport {
             1, 2, 5, 10, 25, 50, 100, 128, 250, 500, 1_000,
         ]
         MetricsSystem.bootstrap(factory)
+        RelayMetrics.startKnownSeries()
         return registry
     }
 }

@@ -77,20 +77,20 @@ public struct ServeSettings: Sendable, Equatable {
             ServeSetting("sim_dir", .string(\.simDir)),
             ServeSetting("apns_endpoint", .optionalString(\.apnsEndpoint)),
             ServeSetting("apns_ca", .optionalString(\.apnsCA)),
-            ServeSetting("connections_per_pool", .int(\.connectionsPerPool)),
-            ServeSetting("max_connections_per_pool", .int(\.maxConnectionsPerPool)),
+            ServeSetting("connections_per_pool", .int(\.connectionsPerPool, atLeast: 1)),
+            ServeSetting("max_connections_per_pool", .int(\.maxConnectionsPerPool, atLeast: 1)),
             ServeSetting("tls_cert", .optionalString(\.tlsCert)),
             ServeSetting("tls_key", .optionalString(\.tlsKey)),
             ServeSetting("tls_client_ca", .optionalString(\.tlsClientCA)),
-            ServeSetting("max_frame_bytes", .int(\.maxFrameBytes)),
-            ServeSetting("max_decompressed_bytes", .int(\.maxDecompressedBytes)),
-            ServeSetting("max_in_flight", .int(\.maxInFlight)),
-            ServeSetting("max_recipients", .int(\.maxRecipients)),
-            ServeSetting("idle_timeout", .int(\.idleTimeout)),
-            ServeSetting("write_stall_timeout", .int(\.writeStallTimeout)),
+            ServeSetting("max_frame_bytes", .int(\.maxFrameBytes, atLeast: 1024)),
+            ServeSetting("max_decompressed_bytes", .int(\.maxDecompressedBytes, atLeast: 1024)),
+            ServeSetting("max_in_flight", .int(\.maxInFlight, atLeast: 1)),
+            ServeSetting("max_recipients", .int(\.maxRecipients, atLeast: 1)),
+            ServeSetting("idle_timeout", .int(\.idleTimeout, atLeast: 0)),
+            ServeSetting("write_stall_timeout", .int(\.writeStallTimeout, atLeast: 1)),
             ServeSetting("requests_per_second", .double(\.requestsPerSecond)),
-            ServeSetting("request_burst", .int(\.requestBurst)),
-            ServeSetting("retention_days", .int(\.retentionDays)),
+            ServeSetting("request_burst", .int(\.requestBurst, atLeast: 1)),
+            ServeSetting("retention_days", .int(\.retentionDays, atLeast: 1)),
             ServeSetting("metrics_listen", .string(\.metricsListen)),
             ServeSetting("ready_file", .optionalString(\.readyFile)),
             ServeSetting("log_level", .logLevel(\.logLevel)),
@@ -170,7 +170,9 @@ public struct ServeSetting {
     enum Kind {
         case string(WritableKeyPath<ServeSettings, String>)
         case optionalString(WritableKeyPath<ServeSettings, String?>)
-        case int(WritableKeyPath<ServeSettings, Int>)
+        /// A whole number of at least `atLeast`: a limit of 0, a frame too small for a HELLO or no day of retention
+        /// cannot work, so `serve` refuses it at start, naming where it came from.
+        case int(WritableKeyPath<ServeSettings, Int>, atLeast: Int)
         case double(WritableKeyPath<ServeSettings, Double>)
         case bool(WritableKeyPath<ServeSettings, Bool>)
         case logLevel(WritableKeyPath<ServeSettings, String>)
@@ -202,9 +204,9 @@ public struct ServeSetting {
             settings[keyPath: path] = text
         case .optionalString(let path):
             settings[keyPath: path] = text.isEmpty ? nil : text
-        case .int(let path):
-            guard let value = Int(text.replacingOccurrences(of: "_", with: "")), value >= 0 else {
-                throw ServeSettingsError("\(source): '\(text)' is not a whole number of at least 0")
+        case .int(let path, let minimum):
+            guard let value = Int(text.replacingOccurrences(of: "_", with: "")), value >= minimum else {
+                throw ServeSettingsError("\(source): '\(text)' is not a whole number of at least \(minimum)")
             }
             settings[keyPath: path] = value
         case .double(let path):

@@ -13,6 +13,9 @@ extension RelayStore {
         /// fails with ``RelayStoreError/databaseUnavailable(_:)``; migrations, maintenance and load-test
         /// setup are not bounded by it.
         public var callDeadline: TimeAmount = .seconds(15)
+        /// The TLS mode of ``RelayStore/probe(configuration:timeout:logger:)``'s direct connection, the same as the
+        /// pool's: postgres-nio's client configuration does not let its TLS mode be read back.
+        var probeTLS = ProbeTLS.prefer
 
         /// Wraps a ready postgres-nio client configuration.
         public init(postgres: PostgresClient.Configuration) {
@@ -97,21 +100,27 @@ extension RelayStore {
                 throw invalid("no host (give one, or ?host=/socket/folder)")
             }
             let tls: PostgresClient.Configuration.TLS
+            let probeTLS: ProbeTLS
             var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
             switch sslMode {
             case "disable":
                 tls = .disable
+                probeTLS = .disable
             case "allow", "prefer":
                 tlsConfiguration.certificateVerification = .none
                 tls = .prefer(tlsConfiguration)
+                probeTLS = .prefer
             case "require":
                 tlsConfiguration.certificateVerification = .none
                 tls = .require(tlsConfiguration)
+                probeTLS = .require(tlsConfiguration)
             case "verify-ca":
                 tlsConfiguration.certificateVerification = .noHostnameVerification
                 tls = .require(tlsConfiguration)
+                probeTLS = .require(tlsConfiguration)
             case "verify-full":
                 tls = .require(tlsConfiguration)
+                probeTLS = .require(tlsConfiguration)
             default:
                 throw invalid("unknown sslmode \(sslMode)")
             }
@@ -127,6 +136,7 @@ extension RelayStore {
                     tls: tls
                 )
             )
+            self.probeTLS = probeTLS
         }
 
         /// The URL with its password replaced by `***`, safe for error messages and logs.
@@ -136,6 +146,16 @@ extension RelayStore {
             }
             components.password = "***"
             return components.string ?? "(unprintable URL)"
+        }
+
+        /// The TLS modes a database URL's `sslmode` maps to, for a direct connection.
+        enum ProbeTLS: Sendable {
+            /// No TLS.
+            case disable
+            /// TLS when the server offers it, the certificate unchecked.
+            case prefer
+            /// TLS required, checked as `configuration` says.
+            case require(TLSConfiguration)
         }
     }
 }

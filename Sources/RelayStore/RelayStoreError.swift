@@ -10,7 +10,8 @@ public struct RelayStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The kind of failure.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case invalidDatabaseURL, databaseUnavailable, statementRejected, corruptRow, migrationFailed
+            case invalidDatabaseURL, databaseUnavailable, loginRefused, schemaBehind, statementRejected, corruptRow
+            case migrationFailed
             case unknownTenant, duplicateTenant, invalidTenantConfiguration
             case missingMasterKey, invalidMasterKey, wrongMasterKey
             case invalidSigningKey, unknownSigningKey, duplicateSigningKey, unknownCredential
@@ -27,6 +28,11 @@ public struct RelayStoreError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let invalidDatabaseURL = Code(.invalidDatabaseURL)
         /// The database could not be reached or did not answer in time: trying again later may succeed.
         public static let databaseUnavailable = Code(.databaseUnavailable)
+        /// PostgreSQL refused the login: no such role or database, a wrong password, no `pg_hba.conf` entry. Trying
+        /// again fails again until the settings or the server change.
+        public static let loginRefused = Code(.loginRefused)
+        /// The database's schema lacks migrations this build has: `pushrelay admin migrate` applies them.
+        public static let schemaBehind = Code(.schemaBehind)
         /// PostgreSQL refused a statement for the data it carried (SQLSTATE classes 22 and 23): trying again fails
         /// again.
         public static let statementRejected = Code(.statementRejected)
@@ -93,6 +99,19 @@ public struct RelayStoreError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The database could not be reached or did not answer in time.
     public static func databaseUnavailable(_ message: String) -> Self {
         Self(.databaseUnavailable, detail: message, description: "database unavailable: \(message)")
+    }
+
+    /// PostgreSQL at `place` refused the login; `message` is the server's own (`role "x" does not exist`).
+    public static func loginRefused(place: String, message: String) -> Self {
+        Self(.loginRefused, detail: message, description: "PostgreSQL at \(place) refused the login: \(message)")
+    }
+
+    /// The database's schema is at migration `applied`, this build's at `latest`.
+    public static func schemaBehind(applied: Int, latest: Int) -> Self {
+        Self(
+            .schemaBehind, detail: "\(applied) of \(latest)",
+            description: "the database schema is at migration \(applied), this pushrelay needs \(latest): "
+                + "run `pushrelay admin migrate` (with the same database settings) first")
     }
 
     /// PostgreSQL refused a statement for the data it carried.

@@ -10,84 +10,17 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "admin",
         abstract: "Manage the relay's database and tenants.",
         discussion: """
-            Every admin command applies pending migrations first. The database is --database-url, else \
-            PUSHRELAY_DATABASE_URL, else an embedded PostgreSQL cluster in --data-dir, started for the \
-            command (or reused when already running) and stopped afterwards if the command started it.
+            The database is --database-url, else PUSHRELAY_DATABASE_URL, else an embedded PostgreSQL cluster in \
+            --data-dir, started for the command (or reused when already running) and stopped afterwards if the \
+            command started it. Only `admin migrate` creates that cluster and applies migrations (the commands \
+            that change something do too when given --create); every other command refuses a missing cluster \
+            or a schema that is behind, and the ones that only read never write.
             """,
         subcommands: [
             AdminMigrateCommand.self, AdminTenantCommand.self, AdminKeyCommand.self, AdminCredentialCommand.self,
             AdminMasterKeyCommand.self, AdminStatusCommand.self,
         ]
     )
-}
-
-/// Where the admin commands find their database.
-struct DatabaseOptions: ParsableArguments {
-    @Option(
-        help:
-            "postgres://user[:password]@host[:port]/database[?host=/socket/folder&sslmode=...]; default: PUSHRELAY_DATABASE_URL."
-    )
-    var databaseURL: String?
-
-    @Option(help: "Data folder of the embedded PostgreSQL cluster, used when no database URL is given.")
-    var dataDir = EmbeddedPostgres.defaultDataFolder
-
-    /// Runs `body` with a migrated store, starting (and afterwards stopping) the embedded cluster if needed.
-    func withStore(_ body: @Sendable (RelayStore) async throws -> Void) async throws {
-        try await Self.withStore(
-            databaseURL: databaseURL ?? ProcessInfo.processInfo.environment["PUSHRELAY_DATABASE_URL"],
-            dataDir: dataDir, body
-        )
-    }
-
-    /// Runs `body` with a migrated store of `databaseURL`, or else of the embedded cluster in `dataDir`
-    /// (started, and afterwards stopped, if needed).
-    static func withStore(
-        databaseURL: String?,
-        dataDir: String,
-        _ body: @Sendable (RelayStore) async throws -> Void
-    ) async throws {
-        var logger = Logger(label: "pushrelay.admin")
-        logger.logLevel = .warning
-        // postgres-nio warns when a query races the pool's start inside `withStore`; harmless here.
-        var storeLogger = logger
-        storeLogger.logLevel = .error
-        do {
-            if let url = databaseURL {
-                try await Self.run(RelayStore.Configuration(databaseURL: url), logger: storeLogger, body)
-                return
-            }
-            let postgres = EmbeddedPostgres(dataFolder: dataDir, logger: logger)
-            try await postgres.start()
-            do {
-                guard let endpoint = await postgres.endpoint else {
-                    throw EmbeddedPostgresError.startFailed(output: "no endpoint after start")
-                }
-                try await Self.run(RelayStore.Configuration(embedded: endpoint), logger: storeLogger, body)
-            } catch {
-                try? await postgres.stop()
-                throw error
-            }
-            try await postgres.stop()
-        } catch let error as RelayStoreError {
-            throw Failure(message: error.description)
-        } catch let error as EmbeddedPostgresError {
-            throw Failure(message: error.description)
-        } catch let error as TenantFileError {
-            throw Failure(message: error.description)
-        }
-    }
-
-    private static func run(
-        _ configuration: RelayStore.Configuration,
-        logger: Logger,
-        _ body: @Sendable (RelayStore) async throws -> Void
-    ) async throws {
-        try await RelayStore.withStore(configuration: configuration, logger: logger) { store in
-            try await store.migrate()
-            try await body(store)
-        }
-    }
 }
 
 /// An operator-facing failure: printed as `Error: <message>`, exit status 1.
@@ -100,13 +33,14 @@ struct Failure: Error, CustomStringConvertible {
 struct AdminMigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
-        abstract: "Apply pending schema migrations (safe to run from several processes at once)."
+        abstract: "Apply pending schema migrations (safe to run from several processes at once).",
+        discussion: "Creates the embedded cluster in --data-dir when there is none (with no database URL)."
     )
 
     @OptionGroup var database: DatabaseOptions
 
     func run() async throws {
-        try await database.withStore { store in
+        try await database.withStore(access: .create) { store in
             let applied = try await store.appliedMigrations()
             print("schema at version \(applied.last ?? 0) (\(applied.count) migrations applied)")
         }
@@ -161,7 +95,7 @@ struct AdminTenantCommand: AsyncParsableCommand {
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {
-            try await database.withStore { store in
+            try await database.withStore(access: .reading) { store in
                 let tenants = try await store.listTenants()
                 if tenants.isEmpty {
                     print("no tenants (pushrelay admin tenant sync Tenants/ adds them)")
@@ -192,7 +126,7 @@ struct AdminTenantCommand: AsyncParsableCommand {
 
         func run() async throws {
             let id = self.id
-            try await database.withStore { store in
+            try await database.withStore(access: .reading) { store in
                 guard let tenant = try await store.tenant(id: id) else { throw RelayStoreError.unknownTenant(id) }
                 let dates = ISO8601DateFormatter()
                 print("id: \(tenant.id)")

@@ -108,7 +108,7 @@ struct AdminKeyCommand: AsyncParsableCommand {
 
         func run() async throws {
             let tenant = self.tenant
-            try await database.withStore { store in
+            try await database.withStore(access: .reading) { store in
                 let keys = try await store.listSigningKeys(tenant: tenant)
                 if keys.isEmpty {
                     print("no signing keys for \(tenant) (pushrelay admin key add \(tenant) --p8 ... adds one)")
@@ -272,7 +272,7 @@ struct AdminCredentialCommand: AsyncParsableCommand {
 
         func run() async throws {
             let tenant = self.tenant
-            try await database.withStore { store in
+            try await database.withStore(access: .reading) { store in
                 let credentials = try await store.listCredentials(tenant: tenant)
                 if credentials.isEmpty {
                     print("no credentials for \(tenant) (pushrelay admin credential issue \(tenant) issues one)")

@@ -25,7 +25,7 @@ struct AdminStatusCommand: AsyncParsableCommand {
         let masterKey: MasterKey? =
             masterKey.masterKeyFile != nil || environment[MasterKey.environmentVariable] != nil
             ? try self.masterKey.load() : nil
-        try await database.withStore { store in
+        try await database.withStore(access: .reading) { store in
             let report = try await Self.report(store: store, masterKey: masterKey)
             for line in report.lines { print(line) }
             if report.troubled { throw ExitCode(1) }

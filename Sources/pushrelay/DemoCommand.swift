@@ -38,7 +38,7 @@ struct DemoCommand: AsyncParsableCommand {
     func run() async throws {
         let configurations = try TenantConfiguration.loadFolder(tenants)
         let (count, connections, simDir) = (self.count, self.connections, self.simDir)
-        try await database.withStore { store in
+        try await database.withStore(access: .create) { store in
             let report = try await store.syncTenants(configurations)
             print(
                 "database ready; tenants: \(report.created.count) created, \(report.updated.count) updated, "

@@ -1,6 +1,7 @@
 import ArgumentParser
 import NIOCore
 import NIOPosix
+import RelayServer
 
 /// The program's entry: `pushrelay serve` runs its tasks on NIO's singleton event loops, then the command runs.
 ///
@@ -23,6 +24,7 @@ struct PushRelayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushrelay",
         abstract: "A shared relay for iOS push notifications.",
+        version: RelayVersion.current,
         subcommands: [
             ServeCommand.self, SendCommand.self, AdminCommand.self, APNsCommand.self, APNsSimCommand.self,
             DemoCommand.self, LoadTestCommand.self,

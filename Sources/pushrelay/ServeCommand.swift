@@ -25,7 +25,8 @@ struct ServeCommand: AsyncParsableCommand {
             order of precedence (README: "Settings").
 
             SIGTERM or SIGINT: stop accepting, say GOODBYE, answer in-flight requests, finish running fan-outs, \
-            close the pools.
+            close the pools, then stop the embedded PostgreSQL if this process started it. SIGHUP: apply the \
+            tenant files of --tenants again, as at start (a bad file is logged and changes nothing).
             """
     )
 
@@ -94,16 +95,23 @@ struct ServeCommand: AsyncParsableCommand {
     var logLevel: String?
 
     func run() async throws {
+        // First of all, so that no SIGHUP during the start can kill the process.
+        let hangups = HangupSignals()
         let settings: ServeSettings
         do {
             settings = try ServeSettings.resolve(
                 commandLine: commandLineValues, environment: ProcessInfo.processInfo.environment,
                 configFile: config
             )
+            try settings.checkReadyFile()
         } catch {
             throw Failure(message: error.description)
         }
-        try await settings.serve()
+        do {
+            try await settings.serve(hangups: hangups)
+        } catch let error as RelayStartError {
+            throw Failure(message: error.description)
+        }
     }
 
     /// The settings given as flags, by file key.
@@ -128,8 +136,9 @@ struct ServeCommand: AsyncParsableCommand {
 
 extension ServeSettings {
     /// Runs the relay with these settings until SIGTERM or SIGINT: the tenant files applied, the in-process
-    /// simulator started when asked for, then ``Relay`` built and run.
-    fileprivate func serve() async throws {
+    /// simulator started when asked for, then ``Relay`` built and run, the tenant files applied again at each of
+    /// `hangups`.
+    fileprivate func serve(hangups: HangupSignals) async throws {
         // Escaped, so that nothing a client sends can shape a log line.
         var configuredLogger = Logger(label: "pushrelay") {
             EscapingLogHandler(wrapping: StreamLogHandler.standardError(label: $0))
@@ -146,7 +155,7 @@ extension ServeSettings {
         }
         let settings = self
         let base = configuration
-        try await DatabaseOptions.withStore(databaseURL: databaseURL, dataDir: dataDir) { store in
+        try await DatabaseOptions.withStore(databaseURL: databaseURL, dataDir: dataDir, access: .create) { store in
             try await settings.applyTenantFiles(to: store, logger: logger)
             // One set of threads for everything: the APNs pools, the listeners and PostgreSQL's connections use
             // the singleton event loops, on which `PushRelayMain` also runs the relay's tasks.
@@ -161,7 +170,15 @@ extension ServeSettings {
             }
             let relay = try await Relay.start(configuration: configuration, store: store, group: group, logger: logger)
             try settings.announce(relay, logger: logger)
-            try await relay.run()
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask {
+                    for await _ in hangups.arrivals {
+                        await settings.reapplyTenantFiles(to: store, logger: logger)
+                    }
+                }
+                defer { tasks.cancelAll() }
+                try await relay.run()
+            }
             try? await simulator?.shutdown()
             logger.notice("pushrelay: stopped")
         }
@@ -185,11 +202,27 @@ extension ServeSettings {
         )
     }
 
+    /// Applies the tenant files again on SIGHUP: a bad file is logged and changes nothing, and never stops the
+    /// relay.
+    private func reapplyTenantFiles(to store: RelayStore, logger: Logger) async {
+        guard !tenants.isEmpty else {
+            logger.notice("SIGHUP ignored: no tenants folder to re-read (tenants is \"\")")
+            return
+        }
+        logger.notice("SIGHUP: applying the tenant files again", metadata: ["tenants": "\(tenants)"])
+        do {
+            try await applyTenantFiles(to: store, logger: logger)
+        } catch {
+            logger.error("tenant files not applied; nothing changed", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// Logs the relay's addresses and writes the ready file. Logged, not printed: standard output is
     /// block-buffered when it is a file or a journal, and these lines matter at start, not at exit.
     private func announce(_ relay: Relay, logger: Logger) throws {
         let address = "\(relay.server.host):\(relay.server.port)"
-        logger.notice("pushrelay: listening", metadata: ["address": "\(address)"])
+        logger.notice(
+            "pushrelay: listening", metadata: ["address": "\(address)", "version": "\(RelayVersion.current)"])
         let operatorAddress = relay.operatorServer.map { "\($0.host):\($0.port)" }
         if let operatorAddress {
             logger.notice("pushrelay: metrics and health", metadata: ["address": "http://\(operatorAddress)"])
@@ -197,7 +230,12 @@ extension ServeSettings {
         if let readyFile {
             // The relay's address on the first line (what scripts read), the operator port's on the second.
             let text = address + "\n" + (operatorAddress.map { "metrics \($0)\n" } ?? "")
-            try Data(text.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
+            do {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: readyFile), options: .atomic)
+            } catch {
+                throw Failure(
+                    message: "ready_file \(readyFile) cannot be written: \((error as NSError).localizedDescription)")
+            }
         }
     }
 }

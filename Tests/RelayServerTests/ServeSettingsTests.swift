@@ -89,6 +89,57 @@ import Testing
         #expect(missing?.description.hasPrefix("/nonexistent/relay.yaml: cannot be read") == true)
     }
 
+    @Test func limitsThatCannotWorkAreRefusedNamingTheSetting() throws {
+        let file = try temporaryFile("max_in_flight: 0\n")
+        let fromFile = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: file)
+        }
+        #expect(fromFile?.description == "\(file): max_in_flight: '0' is not a whole number of at least 1")
+        let refused: [(key: String, value: String, minimum: Int)] = [
+            ("retention_days", "0", 1), ("max_recipients", "0", 1), ("request_burst", "0", 1),
+            ("write_stall_timeout", "0", 1), ("connections_per_pool", "0", 1), ("max_connections_per_pool", "0", 1),
+            ("max_frame_bytes", "100", 1024), ("max_decompressed_bytes", "0", 1024), ("max_in_flight", "-3", 1),
+        ]
+        for (key, value, minimum) in refused {
+            let setting = try #require(ServeSettings.all.first { $0.key == key })
+            let error = #expect(throws: ServeSettingsError.self) {
+                try ServeSettings.resolve(
+                    commandLine: [:], environment: [setting.environmentVariable: value], configFile: nil)
+            }
+            #expect(
+                error?.description
+                    == "\(setting.environmentVariable): '\(value)' is not a whole number of at least \(minimum)")
+        }
+        let rate = #expect(throws: ServeSettingsError.self) {
+            try ServeSettings.resolve(commandLine: ["requests_per_second": "0"], environment: [:], configFile: nil)
+        }
+        #expect(rate?.description == "--requests-per-second: '0' is not a number above 0")
+        // 0 is a meaningful idle timeout: never.
+        let never = try ServeSettings.resolve(commandLine: ["idle_timeout": "0"], environment: [:], configFile: nil)
+        #expect(never.idleTimeout == 0)
+    }
+
+    @Test func aReadyFileThatCannotBeWrittenIsRefusedBeforeTheRelayListens() throws {
+        var settings = ServeSettings()
+        settings.readyFile = "/nonexistent-folder/ready"
+        let missing = #expect(throws: ServeSettingsError.self) { try settings.checkReadyFile() }
+        #expect(
+            missing?.description.hasPrefix(
+                "ready_file /nonexistent-folder/ready cannot be written: no such file or directory") == true)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ready-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        settings.readyFile = folder.path
+        let isFolder = #expect(throws: ServeSettingsError.self) { try settings.checkReadyFile() }
+        #expect(isFolder?.description.hasPrefix("ready_file \(folder.path) cannot be written: it is a folder") == true)
+        settings.readyFile = folder.appendingPathComponent("ready").path
+        try settings.checkReadyFile()
+        // The check leaves nothing behind.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+        settings.readyFile = nil
+        try settings.checkReadyFile()
+    }
+
     @Test func everySettingHasAllItsNamesAndEveryPropertyIsASetting() {
         let keys = ServeSettings.all.map(\.key)
         #expect(Set(keys).count == keys.count)
@@ -116,6 +167,22 @@ import Testing
             #expect(text.contains("\(setting.key):"), "Ops/deploy/pushrelay.yaml does not mention \(setting.key)")
         }
         _ = try ServeSettings.resolve(commandLine: [:], environment: [:], configFile: path)
+    }
+
+    @Test func theUnitLeavesTheEmbeddedPostgresToTheRelayAndGivesTheReadyFileAFolder() throws {
+        let unit = try String(
+            contentsOf: Self.root.appendingPathComponent("Ops/deploy/pushrelay.service"), encoding: .utf8)
+        let lines = Set(unit.split(separator: "\n").map(String.init))
+        // SIGTERM to the relay alone, which stops the PostgreSQL it started; SIGHUP re-reads the tenant files.
+        #expect(lines.contains("KillMode=mixed"))
+        #expect(lines.contains("ExecReload=/bin/kill -HUP $MAINPID"))
+        // PostgreSQL's JIT needs writable and executable memory.
+        #expect(!unit.contains("MemoryDenyWriteExecute=yes"))
+        #expect(lines.contains("RuntimeDirectory=pushrelay"))
+        let settings = try ServeSettings.resolve(
+            commandLine: [:], environment: [:],
+            configFile: Self.root.appendingPathComponent("Ops/deploy/pushrelay.yaml").path)
+        #expect(settings.readyFile?.hasPrefix("/run/pushrelay/") == true)
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 public import Logging
 public import NIOCore
 public import RelayStore
@@ -33,8 +34,8 @@ public struct Relay: Sendable {
     /// Builds the pools and the service, warms the pools, opens the operator port and the listener: from its
     /// return, the relay accepts connections. Run its parts with ``run()``.
     ///
-    /// The operator port is opened when it can be: a port already taken (a second relay on the same host with
-    /// the default) is logged, and the relay runs without it. Relaying matters more than its metrics.
+    /// - Throws: ``RelayStartError`` when the operator port cannot be opened (a second relay on the same host
+    ///   with the default address), the listener's errors when it cannot listen.
     public static func start(
         configuration: Configuration,
         store: RelayStore,
@@ -69,10 +70,10 @@ public struct Relay: Sendable {
                     group: group, logger: logger
                 )
             } catch {
-                logger.error(
-                    "operator HTTP port not opened; running without /metrics, /healthz and /readyz",
-                    metadata: ["address": "\(address.host):\(address.port)", "error": "\(error)"]
-                )
+                // A relay without the metrics and health its operators expect would look dead to them: refused.
+                await pools.shutdown(gracePeriod: .zero)
+                throw RelayStartError.operatorPortUnavailable(
+                    address: "\(address.host):\(address.port)", reason: Self.reason(error))
             }
         }
         let server = try await RelayServer.start(
@@ -82,6 +83,14 @@ public struct Relay: Sendable {
             store: store, pools: pools, service: service, server: server, operatorServer: operatorServer,
             configuration: configuration, logger: logger
         )
+    }
+
+    /// The system's words for a failed bind (`address already in use`), else the error as it describes itself.
+    private static func reason(_ error: any Error) -> String {
+        if let error = error as? IOError {
+            return String(cString: strerror(error.errnoCode)).lowercased()
+        }
+        return "\(error)"
     }
 
     /// Runs the parts until SIGTERM or SIGINT (or the task's cancellation), then stops them in the reverse of
