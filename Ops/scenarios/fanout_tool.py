@@ -11,7 +11,8 @@ Runs with the pushrelay_client package (Protocol/python) installed:
       one Send of type "message" to every user of devices.tsv (at most the relay's max_recipients),
       with custom key {"fanout_run": RUN} in the payload; prints the job id
   status --address ... --job ID
-      JobStatus: prints "state=... devices=... delivered=... failed=... skipped=... waiting=... waiting_reason=..."
+      JobStatus: prints "state=... devices=... delivered=... failed=... skipped=...", then "waiting=...
+      waiting_reason=..." while devices wait for APNs
   account --log sim.jsonl --run RUN --devices devices.tsv --delivered delivered.txt
       reads the simulator's request log (one JSON object per answered request: deviceToken, payload,
       status, connection, ...) and prints key=value lines: requests and distinct tokens of the run,
@@ -129,9 +130,9 @@ async def status(args):
     host, port = split_address(args.address)
     async with await AsyncRelayClient.connect(host, port, args.tenant, args.credential) as client:
         job = await client.job_status(job_id=args.job)
+    waiting = f" waiting={job.waiting} waiting_reason={job.waiting_reason}" if job.waiting else ""
     print(f"state={pb.JobState.Name(job.state)} devices={job.devices} delivered={job.delivered} "
-          f"failed={job.failed} skipped={job.skipped} waiting={job.waiting} "
-          f"waiting_reason={job.waiting_reason or '-'}")
+          f"failed={job.failed} skipped={job.skipped}{waiting}")
 
 
 def account(args):

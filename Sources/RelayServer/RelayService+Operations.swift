@@ -37,12 +37,14 @@ extension RelayService {
         }
     }
 
-    /// Why the relay cannot accept, durably store and, as a whole, deliver work, or `nil` when it can: the
-    /// database answers `SELECT 1`, and the master key opens the stored signing keys (a relay without it, or with
+    /// Why the relay cannot accept, durably store and, as a whole, deliver work, or `nil` when it can: its listener
+    /// takes connections (from start until it begins to stop), the database answers `SELECT 1`, and the master key
+    /// opens the stored signing keys (a relay without it, or with
     /// the wrong one, is not ready, so a load balancer prefers a relay configured right). One tenant's or one
     /// environment's delivery health never makes the relay unready: it is in ``status()``. Answered within
     /// ``readinessDeadline`` whatever the database does.
     public func notReadyReason() async -> String? {
+        guard listening.load(ordering: .relaxed) else { return "the relay's listener is not accepting connections" }
         let store = store
         let pools = pools
         let deadline = Self.readinessDeadline

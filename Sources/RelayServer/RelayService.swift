@@ -24,6 +24,9 @@ public final class RelayService: Sendable {
     private let tenants: TenantDirectory
     private let credentials: CredentialDirectory
     private let dispatcher: JobDispatcher
+    /// Whether the relay's listener takes connections: set once it listens, cleared when it starts to stop, so that
+    /// readiness sends no new backend to a relay that is not (or no longer) listening.
+    let listening = Atomic<Bool>(false)
     /// The label sets of `pushrelay_notifications_held` recorded last (set to 0 when they are gone).
     let heldGaugeLabels = Mutex<Set<[String]>>([])
 

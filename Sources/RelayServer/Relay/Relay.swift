@@ -79,6 +79,7 @@ public struct Relay: Sendable {
         let server = try await RelayServer.start(
             configuration: configuration.server, service: service, group: group, logger: logger
         )
+        service.listening.store(true, ordering: .relaxed)
         return Relay(
             store: store, pools: pools, service: service, server: server, operatorServer: operatorServer,
             configuration: configuration, logger: logger
@@ -142,6 +143,7 @@ public struct Relay: Sendable {
                 "relay listener",
                 stop: {
                     logger.info("shutting down gracefully")
+                    service.listening.store(false, ordering: .relaxed)
                     await server.shutdown()
                 }
             )
