@@ -3,8 +3,8 @@ import Logging
 import PostgresNIO
 
 extension RelayStore {
-    /// The devices of a job that wait for their provider (held pages still open), with why they wait; at most a
-    /// few rows a job, even during an outage (one per held page).
+    /// The devices of a job that wait for their provider (held pages still open), with why they wait. Counted
+    /// distinct: a held page being sent has already written its devices' next page.
     public func heldDevices(tenant: String, jobID: String) async throws(RelayStoreError) -> (
         devices: Int, reason: String?
     ) {
@@ -12,7 +12,7 @@ extension RelayStore {
         return try await mappingErrors {
             for try await (devices, reason) in try await database.query(
                 """
-                SELECT coalesce(sum(cardinality(tokens)), 0)::int8, max(wait_reason) FROM job_pages
+                SELECT count(DISTINCT token)::int8, max(wait_reason) FROM job_pages, unnest(tokens) AS token
                 WHERE job_id = \(uuid) AND tenant_id = \(tenant) AND retry_round > 0
                   AND state IN ('pending', 'leased')
                 """,
@@ -24,16 +24,17 @@ extension RelayStore {
         }
     }
 
-    /// Every tenant's held devices, by environment and reason: how many, since when the oldest waits, and the
-    /// next attempt. Reads the held pages' partial index only.
+    /// Every tenant's held devices, by environment and reason: how many (distinct: a held page being sent has
+    /// already written its devices' next page), since when the oldest waits, and the next attempt. Reads the held
+    /// pages' partial index only: nothing while no device is held.
     public func heldDeliveries() async throws(RelayStoreError) -> [HeldDeliveries] {
         var summary: [HeldDeliveries] = []
         try await mappingErrors {
             for try await (tenant, environment, reason, devices, oldest, next) in try await database.query(
                 """
                 SELECT tenant_id, coalesce(wait_environment, ''), coalesce(wait_reason, ''),
-                    sum(cardinality(tokens))::int8, min(held_since), min(due_at)
-                FROM job_pages WHERE retry_round > 0 AND state IN ('pending', 'leased')
+                    count(DISTINCT (job_id, token))::int8, min(held_since), min(due_at)
+                FROM job_pages, unnest(tokens) AS token WHERE retry_round > 0 AND state IN ('pending', 'leased')
                 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
                 """,
                 logger: logger
