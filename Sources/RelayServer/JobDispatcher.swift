@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import PushRelayProtocol
 import RelayStore
+import SwiftProtobuf
 import Synchronization
 
 /// Accepts SEND requests as jobs committed in PostgreSQL and answers them; the fan-out itself is done by
@@ -30,12 +31,13 @@ final class JobDispatcher: Sendable {
     /// `NO_PROVIDER_KEY` or `PROVIDER_KEY_UNREADABLE`, logged at error level once per tenant and cause.
     func send(
         _ request: Pushrelay_V1_Send,
-        raw: [UInt8],
+        body: ByteBuffer,
         tenant: TenantConfiguration,
         limits: ProtocolLimits,
         logger: Logger
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
         let plan = try SendPlan(request, tenant: tenant)
+        let stored = try Self.storedForm(of: body)
         if let refusal = await pools.sendRefusal(tenant: tenant.id, environments: plan.environments) {
             RelayMetrics.sendRefused(tenant: tenant.id, code: refusal.code)
             throw refusal
@@ -48,7 +50,7 @@ final class JobDispatcher: Sendable {
         do {
             acceptance = try await store.createJob(
                 tenant: tenant.id, notificationType: request.notificationType,
-                idempotencyKey: request.idempotencyKey.nonEmpty, request: raw, sendAt: plan.schedule.earliest,
+                idempotencyKey: request.idempotencyKey.nonEmpty, request: stored, sendAt: plan.schedule.earliest,
                 plannedBy: handing ? worker.owner : nil, planningLease: worker.tuning.lease
             )
         } catch {
@@ -86,6 +88,20 @@ final class JobDispatcher: Sendable {
         answer.outcomes = try await outcomes(tenant: tenant.id, jobID: acceptance.job.id, limit: limits.maxRecipients)
         answer.devices = UInt32(answer.outcomes.count { $0.outcome != "skipped" })
         return answer
+    }
+
+    /// The request as its job stores it: the SEND's body, already validated, encoded again without the fields this
+    /// version does not declare (at any depth), so that a body padded with unknown fields costs its sender's frame,
+    /// not the database (the job stores only what it will execute).
+    static func storedForm(of body: ByteBuffer) throws(ProtocolError) -> [UInt8] {
+        var options = BinaryDecodingOptions()
+        options.discardUnknownFields = true
+        do {
+            return try Pushrelay_V1_Send(serializedBytes: Array(body.readableBytesView), options: options)
+                .serializedBytes()
+        } catch {
+            throw ProtocolError(.invalidBody, "the body is not a valid pushrelay.v1.Send: \(error)")
+        }
     }
 
     /// Cancels a job of `tenant`, logged with `logger`'s request metadata and the `job` id.

@@ -135,7 +135,7 @@ public final class RelayService: Sendable {
         case .listDevices: answer = try await listDevices(try request(), tenant: tenantID)
         case .send:
             answer = try await dispatcher.send(
-                try request(), raw: Array(frame.body.readableBytesView), tenant: tenant, limits: limits,
+                try request(), body: frame.body, tenant: tenant, limits: limits,
                 logger: logger
             )
         case .jobStatus: answer = try await jobStatus(try request(), tenant: tenantID)
