@@ -74,6 +74,7 @@ extension Pushrelay_V1_ErrorCode {
         case .alreadyAuthenticated: "ALREADY_AUTHENTICATED"
         case .noProviderKey: "NO_PROVIDER_KEY"
         case .providerKeyUnreadable: "PROVIDER_KEY_UNREADABLE"
+        case .tooManyConnections: "TOO_MANY_CONNECTIONS"
         case .UNRECOGNIZED(let value): "UNRECOGNIZED(\(value))"
         }
     }

@@ -40,6 +40,8 @@ public final class RelayServer: Sendable {
     ) async throws -> RelayServer {
         let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0) }
         let registry = ConnectionRegistry()
+        let admission = ConnectionAdmission(
+            maximumPerTenant: configuration.maximumConnectionsPerTenant, logger: logger)
         let counter = Atomic<Int>(0)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -52,12 +54,24 @@ public final class RelayServer: Sendable {
             )
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let number = counter.wrappingAdd(1, ordering: .relaxed).newValue
                     let pipeline = channel.pipeline.syncOperations
+                    // Over the cap, the connection costs no TLS handshake and no session: refused and closed.
+                    guard registry.count < configuration.maximumConnections else {
+                        try pipeline.addHandler(
+                            ConnectionRefusal(
+                                error: ProtocolError(
+                                    .tooManyConnections,
+                                    "the relay holds its \(configuration.maximumConnections) connections; try again "
+                                        + "later or another relay", retryAfterMilliseconds: 1_000),
+                                writesFrame: sslContext == nil))
+                        return
+                    }
+                    let number = counter.wrappingAdd(1, ordering: .relaxed).newValue
                     if let sslContext { try pipeline.addHandler(NIOSSLServerHandler(context: sslContext)) }
                     try pipeline.addHandler(
                         RelaySessionHandler(
-                            service: service, configuration: configuration, connectionID: "c\(number)", logger: logger
+                            service: service, configuration: configuration, admission: admission,
+                            connectionID: "c\(number)", logger: logger
                         )
                     )
                     registry.add(channel)
@@ -108,6 +122,9 @@ public final class RelayServer: Sendable {
 /// The open connections, so shutdown can close them; each removes itself when it closes.
 final class ConnectionRegistry: Sendable {
     let channels = Mutex<[ObjectIdentifier: any Channel]>([:])
+
+    /// The connections open now.
+    var count: Int { channels.withLock { $0.count } }
 
     func add(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)

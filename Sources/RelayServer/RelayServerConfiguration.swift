@@ -22,6 +22,12 @@ public struct RelayServerConfiguration: Sendable {
     public var closeGracePeriod: Duration
     /// Answers at least this large are compressed for clients that accept zstd.
     public var compressionThreshold: Int
+    /// Connections the listener holds at most, before HELLO or after; one more is refused at once
+    /// (`TOO_MANY_CONNECTIONS` on a plain TCP listener, closed before the TLS handshake on a TLS one).
+    public var maximumConnections: Int
+    /// Authenticated connections one tenant may hold on this relay; one more HELLO is refused
+    /// `TOO_MANY_CONNECTIONS`.
+    public var maximumConnectionsPerTenant: Int
 
     /// A configuration with the documented defaults.
     public init(
@@ -33,7 +39,9 @@ public struct RelayServerConfiguration: Sendable {
         idleTimeout: Duration? = .seconds(300),
         writeStallTimeout: Duration = .seconds(30),
         closeGracePeriod: Duration = .seconds(30),
-        compressionThreshold: Int = 8_192
+        compressionThreshold: Int = 8_192,
+        maximumConnections: Int = 4_096,
+        maximumConnectionsPerTenant: Int = 1_024
     ) {
         self.host = host
         self.port = port
@@ -44,5 +52,7 @@ public struct RelayServerConfiguration: Sendable {
         self.writeStallTimeout = writeStallTimeout
         self.closeGracePeriod = closeGracePeriod
         self.compressionThreshold = compressionThreshold
+        self.maximumConnections = maximumConnections
+        self.maximumConnectionsPerTenant = maximumConnectionsPerTenant
     }
 }

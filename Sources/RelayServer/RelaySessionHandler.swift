@@ -54,10 +54,18 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private var lastActivity = NIODeadline.now()
     /// The credential's key in the request limiter: its public prefix, never the secret.
     var limiterKey = ""
+    /// The tenants' connection caps and the failed HELLOs per peer address.
+    let admission: ConnectionAdmission
+    /// The tenant whose connection this is once its HELLO was admitted (given back when it closes).
+    private var admittedTenant: String?
 
-    init(service: RelayService, configuration: RelayServerConfiguration, connectionID: String, logger: Logger) {
+    init(
+        service: RelayService, configuration: RelayServerConfiguration, admission: ConnectionAdmission,
+        connectionID: String, logger: Logger
+    ) {
         self.service = service
         self.configuration = configuration
+        self.admission = admission
         self.parser = FrameParser(limits: configuration.limits)
         var logger = logger
         logger[metadataKey: "connection"] = "\(connectionID)"
@@ -92,6 +100,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         state = .closed
+        if let tenant = admittedTenant {
+            admission.release(tenant: tenant)
+            admittedTenant = nil
+        }
         stopTimersAndSubscriptions()
         context.fireChannelInactive()
     }
@@ -254,6 +266,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             close(context: context)
             return
         }
+        let peer = context.channel.remoteAddress?.ipAddress ?? "unknown"
         state = .authenticating
         let service = self.service
         let future = context.eventLoop.makeFutureWithTask { () -> Result<VerifiedCredential, ProtocolError> in
@@ -268,6 +281,20 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             switch result {
             case .success(let credential):
                 let tenant = credential.tenantID
+                guard self.admission.admit(tenant: tenant) else {
+                    self.logger.warning(
+                        "HELLO refused: the tenant holds its connection cap",
+                        metadata: ["tenant": "\(tenant)", "cap": "\(self.admission.maximumPerTenant)"])
+                    self.writeError(
+                        ProtocolError(
+                            .tooManyConnections,
+                            "\(tenant) holds its \(self.admission.maximumPerTenant) connections to this relay; close "
+                                + "one or try another relay", retryAfterMilliseconds: 1_000),
+                        requestID: frame.requestID, kind: .hello, context: context)
+                    self.close(context: context)
+                    return
+                }
+                self.admittedTenant = tenant
                 self.helloTimer?.cancel()
                 self.state = .open(credential)
                 self.limiterKey = tenant + "/" + credential.id
@@ -288,10 +315,12 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                     hello.tenant.contains(RelayStore.credentialSecretPrefix)
                     ? "(a secret)"
                     : ((try? FieldChecker("hello").id(hello.tenant, "tenant")) != nil ? hello.tenant : "(invalid)")
-                self.logger.info(
+                // Each failure at debug; the failures per address are summed up in the log (ConnectionAdmission).
+                self.logger.debug(
                     "authentication failed",
                     metadata: ["tenant": "\(claimed)", "request": "\(self.requestName(frame.requestID))"]
                 )
+                if error.code == .authenticationFailed { self.admission.noteFailure(from: peer) }
                 self.writeError(error, requestID: frame.requestID, kind: .hello, context: context)
                 self.close(context: context)
             }

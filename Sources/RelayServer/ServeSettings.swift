@@ -40,6 +40,10 @@ public struct ServeSettings: Sendable, Equatable {
     public var maxDecompressedBytes = 4_194_304
     /// Requests in flight per connection before the relay stops reading it.
     public var maxInFlight = 128
+    /// Connections the listener holds at most, before HELLO or after.
+    public var maxConnections = 4_096
+    /// Authenticated connections one tenant may hold on this relay.
+    public var maxConnectionsPerTenant = 1_024
     /// User ids plus tokens per send.
     public var maxRecipients = 10_000
     /// Seconds without a client frame before GOODBYE and close; 0 never.
@@ -85,6 +89,8 @@ public struct ServeSettings: Sendable, Equatable {
             ServeSetting("max_frame_bytes", .int(\.maxFrameBytes, atLeast: 1024)),
             ServeSetting("max_decompressed_bytes", .int(\.maxDecompressedBytes, atLeast: 1024)),
             ServeSetting("max_in_flight", .int(\.maxInFlight, atLeast: 1)),
+            ServeSetting("max_connections", .int(\.maxConnections, atLeast: 1)),
+            ServeSetting("max_connections_per_tenant", .int(\.maxConnectionsPerTenant, atLeast: 1)),
             ServeSetting("max_recipients", .int(\.maxRecipients, atLeast: 1)),
             ServeSetting("idle_timeout", .int(\.idleTimeout, atLeast: 0)),
             ServeSetting("write_stall_timeout", .int(\.writeStallTimeout, atLeast: 1)),

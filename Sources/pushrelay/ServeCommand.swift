@@ -72,6 +72,10 @@ struct ServeCommand: AsyncParsableCommand {
     var maxDecompressedBytes: Int?
     @Option(help: "Requests in flight per connection before the relay stops reading it (default 128).")
     var maxInFlight: Int?
+    @Option(help: "Connections the relay holds at most, before HELLO or after (default 4096).")
+    var maxConnections: Int?
+    @Option(help: "Authenticated connections one tenant may hold on this relay (default 1024).")
+    var maxConnectionsPerTenant: Int?
     @Option(help: "Most recipients per send (default 10000).")
     var maxRecipients: Int?
     @Option(help: "Seconds without a client frame before a connection is closed; 0 never (default 300).")
@@ -125,6 +129,8 @@ struct ServeCommand: AsyncParsableCommand {
             "tls_client_ca": tlsClientCA, "max_frame_bytes": maxFrameBytes.map { "\($0)" },
             "max_decompressed_bytes": maxDecompressedBytes.map { "\($0)" },
             "max_in_flight": maxInFlight.map { "\($0)" }, "max_recipients": maxRecipients.map { "\($0)" },
+            "max_connections": maxConnections.map { "\($0)" },
+            "max_connections_per_tenant": maxConnectionsPerTenant.map { "\($0)" },
             "idle_timeout": idleTimeout.map { "\($0)" }, "write_stall_timeout": writeStallTimeout.map { "\($0)" },
             "requests_per_second": requestsPerSecond.map { "\($0)" },
             "request_burst": requestBurst.map { "\($0)" }, "retention_days": retentionDays.map { "\($0)" },
@@ -145,6 +151,9 @@ extension ServeSettings {
         }
         configuredLogger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let logger = configuredLogger
+        let files = OpenFilesLimit.raise()
+        logger.notice(
+            "open files limit", metadata: ["was": "\(files.before)", "now": "\(files.after)", "hard": "\(files.hard)"])
         let masterKey = try self.masterKey()
         var configuration = try relayConfiguration(masterKey: masterKey)
         if let address = try operatorAddress() {

@@ -154,7 +154,8 @@ import Testing
         let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
         let rows = readme.split(separator: "\n").filter { $0.hasPrefix("| `--") }
         for setting in ServeSettings.all {
-            let row = rows.first { $0.hasPrefix("| `\(setting.flag)") }
+            // The flag ends at a space (its value) or the backtick: `--max-connections` is not `--max-connections-per-pool`.
+            let row = rows.first { $0.hasPrefix("| `\(setting.flag) ") || $0.hasPrefix("| `\(setting.flag)`") }
             #expect(row?.contains("`\(setting.environmentVariable)`") == true, "README: no row for \(setting.flag)")
             #expect(row?.contains("`\(setting.key)`") == true, "README: \(setting.flag)'s row lacks its file key")
         }

@@ -41,6 +41,7 @@ class ErrorCode(IntEnum):
     ALREADY_AUTHENTICATED = 19
     NO_PROVIDER_KEY = 20
     PROVIDER_KEY_UNREADABLE = 21
+    TOO_MANY_CONNECTIONS = 22
 
     @classmethod
     def from_wire(cls, value: int) -> "ErrorCode":

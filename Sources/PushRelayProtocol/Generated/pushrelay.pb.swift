@@ -98,6 +98,11 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// SEND: the tenant's stored provider keys cannot be opened by this relay (it has no master key, or
   /// not the one that sealed them); nothing was done. Another relay may be configured right.
   case providerKeyUnreadable // = 21
+
+  /// The relay holds max_connections connections, or the tenant max_connections_per_tenant on this
+  /// relay: the connection closes (on request id 0 when no request caused it, else on HELLO's). Try
+  /// again after retry_after_ms, or another relay.
+  case tooManyConnections // = 22
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -128,6 +133,7 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case 19: self = .alreadyAuthenticated
     case 20: self = .noProviderKey
     case 21: self = .providerKeyUnreadable
+    case 22: self = .tooManyConnections
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -156,6 +162,7 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     case .alreadyAuthenticated: return 19
     case .noProviderKey: return 20
     case .providerKeyUnreadable: return 21
+    case .tooManyConnections: return 22
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -184,6 +191,7 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
     .alreadyAuthenticated,
     .noProviderKey,
     .providerKeyUnreadable,
+    .tooManyConnections,
   ]
 
 }
@@ -1440,7 +1448,7 @@ public nonisolated struct Pushrelay_V1_ResultEvent: Sendable {
 fileprivate nonisolated let _protobuf_package = "pushrelay.v1"
 
 nonisolated extension Pushrelay_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}BAD_FRAME\0\u{1}UNSUPPORTED_VERSION\0\u{1}UNKNOWN_KIND\0\u{1}FRAME_TOO_LARGE\0\u{1}DECOMPRESSED_TOO_LARGE\0\u{1}BAD_COMPRESSION\0\u{1}INVALID_BODY\0\u{1}INVALID_ARGUMENT\0\u{1}HELLO_REQUIRED\0\u{1}AUTHENTICATION_FAILED\0\u{1}NOT_FOUND\0\u{1}TOO_MANY_RECIPIENTS\0\u{1}RATE_LIMITED\0\u{1}NOT_SUPPORTED\0\u{1}INTERNAL\0\u{1}UNAVAILABLE\0\u{1}DUPLICATE_REQUEST_ID\0\u{1}SHUTTING_DOWN\0\u{1}ALREADY_AUTHENTICATED\0\u{1}NO_PROVIDER_KEY\0\u{1}PROVIDER_KEY_UNREADABLE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}BAD_FRAME\0\u{1}UNSUPPORTED_VERSION\0\u{1}UNKNOWN_KIND\0\u{1}FRAME_TOO_LARGE\0\u{1}DECOMPRESSED_TOO_LARGE\0\u{1}BAD_COMPRESSION\0\u{1}INVALID_BODY\0\u{1}INVALID_ARGUMENT\0\u{1}HELLO_REQUIRED\0\u{1}AUTHENTICATION_FAILED\0\u{1}NOT_FOUND\0\u{1}TOO_MANY_RECIPIENTS\0\u{1}RATE_LIMITED\0\u{1}NOT_SUPPORTED\0\u{1}INTERNAL\0\u{1}UNAVAILABLE\0\u{1}DUPLICATE_REQUEST_ID\0\u{1}SHUTTING_DOWN\0\u{1}ALREADY_AUTHENTICATED\0\u{1}NO_PROVIDER_KEY\0\u{1}PROVIDER_KEY_UNREADABLE\0\u{1}TOO_MANY_CONNECTIONS\0")
 }
 
 nonisolated extension Pushrelay_V1_Environment: SwiftProtobuf._ProtoNameProviding {

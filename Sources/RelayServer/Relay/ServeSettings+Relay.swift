@@ -72,7 +72,8 @@ extension ServeSettings {
                 maxRecipients: maxRecipients
             ),
             idleTimeout: idleTimeout == 0 ? nil : .seconds(idleTimeout),
-            writeStallTimeout: .seconds(max(1, writeStallTimeout))
+            writeStallTimeout: .seconds(max(1, writeStallTimeout)),
+            maximumConnections: maxConnections, maximumConnectionsPerTenant: maxConnectionsPerTenant
         )
         switch (tlsCert, tlsKey) {
         case (nil, nil):
