@@ -269,7 +269,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         let peer = context.channel.remoteAddress?.ipAddress ?? "unknown"
         state = .authenticating
         let service = self.service
+        // An address that keeps failing HELLOs has its checks spaced out (the HELLO deadline still applies).
+        let delay = admission.checkDelay(for: peer)
         let future = context.eventLoop.makeFutureWithTask { () -> Result<VerifiedCredential, ProtocolError> in
+            if delay > .zero { try? await Task.sleep(for: delay) }
             do throws(ProtocolError) {
                 return .success(try await service.authenticate(hello))
             } catch {

@@ -1,8 +1,9 @@
 import Foundation
 import NIOCore
 import PushRelayProtocol
-import RelayServer
 import Testing
+
+@testable import RelayServer
 
 extension RelayServerSuites {
     /// The relay's connection caps, in all and per tenant.
@@ -54,5 +55,55 @@ extension RelayServerSuites {
                 await other.close()
             }
         }
+
+        @Test func anAddressThatKeepsFailingHellosIsSlowedButTheRightCredentialStillGetsIn() async throws {
+            try await RelayHarness.with { relay in
+                for attempt in 0..<ConnectionAdmission.failuresPerWindow + 2 {
+                    let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                    let answer = try #require(
+                        try await connection.hello(tenant: "circl", credential: "prk_wrong\(attempt)"))
+                    #expect(try answer.decode(Pushrelay_V1_Error.self).code == .authenticationFailed)
+                    await connection.close()
+                }
+                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let answer = try await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!)
+                #expect(answer?.kind == FrameKind.hello.answer)
+                await connection.close()
+            }
+        }
+    }
+}
+
+/// The failed-HELLO accounting on explicit instants.
+@Suite struct ConnectionAdmissionTests {
+    @Test func checksOfAnAddressOverItsFailureBudgetAreSpacedOutUntilItsWindowEnds() {
+        let admission = ConnectionAdmission(maximumPerTenant: 2, logger: quietLogger)
+        let start = ContinuousClock.now
+        for _ in 0..<ConnectionAdmission.failuresPerWindow {
+            #expect(admission.checkDelay(for: "192.0.2.7", now: start) == .zero)
+            admission.noteFailure(from: "192.0.2.7", now: start)
+        }
+        // Over budget: one check every 100 ms, however many connections ask at once.
+        let spacing = ConnectionAdmission.checkSpacing
+        #expect(admission.checkDelay(for: "192.0.2.7", now: start) == .zero)
+        #expect(admission.checkDelay(for: "192.0.2.7", now: start) == spacing)
+        #expect(admission.checkDelay(for: "192.0.2.7", now: start) == spacing * 2)
+        // Another address is not slowed.
+        #expect(admission.checkDelay(for: "198.51.100.1", now: start) == .zero)
+        // A new window starts with a fresh budget.
+        let later = start + ConnectionAdmission.failureWindow + .seconds(1)
+        #expect(admission.checkDelay(for: "192.0.2.7", now: later) == .zero)
+        admission.noteFailure(from: "192.0.2.7", now: later)
+        #expect(admission.checkDelay(for: "192.0.2.7", now: later) == .zero)
+    }
+
+    @Test func aTenantsConnectionsAreCappedAndGivenBack() {
+        let admission = ConnectionAdmission(maximumPerTenant: 2, logger: quietLogger)
+        #expect(admission.admit(tenant: "circl") && admission.admit(tenant: "circl"))
+        #expect(!admission.admit(tenant: "circl"))
+        #expect(admission.admit(tenant: "argus"))
+        admission.release(tenant: "circl")
+        #expect(admission.connections(of: "circl") == 1)
+        #expect(admission.admit(tenant: "circl"))
     }
 }
