@@ -480,7 +480,13 @@ extension Migration {
                 """
                 ALTER TABLE job_pages ADD COLUMN retry_round int NOT NULL DEFAULT 0,
                     ADD COLUMN held_since timestamptz, ADD COLUMN retry_until timestamptz,
-                    ADD COLUMN wait_reason text, ADD COLUMN wait_environment text
+                    ADD COLUMN wait_reason text, ADD COLUMN wait_environment text, ADD COLUMN held_from_page int
+                """,
+                // A page holds its devices of one environment once: a page claimed again (its sender died or
+                // stopped after holding them) does not hold them a second time, so they are not sent twice.
+                """
+                CREATE UNIQUE INDEX job_pages_held_once ON job_pages (job_id, held_from_page, wait_environment)
+                WHERE held_from_page IS NOT NULL
                 """,
                 // The held pages still open, for the status view and the gauges: a handful of rows during an
                 // outage, none otherwise.

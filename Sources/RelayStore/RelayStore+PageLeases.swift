@@ -99,14 +99,17 @@ extension RelayStore {
     }
 
     /// Adds a page of devices deferred to `dueAt` to a running job: by quiet hours, or held (`hold`) while their
-    /// provider could not take them.
+    /// provider could not take them. A hold is written once per page it comes from (`fromPage`) and environment:
+    /// writing it again (the page was claimed again after its sender died or stopped) changes nothing, so its
+    /// devices are not held, and sent, twice.
     public func deferJobDevices(
         jobID: String,
         tenant: String,
         dueAt: Date,
         tokens: [String],
         users: [String],
-        hold: DeliveryHold? = nil
+        hold: DeliveryHold? = nil,
+        fromPage: Int? = nil
     ) async throws(RelayStoreError) {
         guard tokens.count == users.count else { throw .invalidArgument("a page needs one user per token") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
@@ -117,10 +120,12 @@ extension RelayStore {
                     """
                     INSERT INTO job_pages (
                         job_id, page, tenant_id, due_at, tokens, users,
-                        retry_round, held_since, retry_until, wait_reason, wait_environment)
+                        retry_round, held_since, retry_until, wait_reason, wait_environment, held_from_page)
                     SELECT \(uuid), coalesce(max(page), 0) + 1, \(tenant), \(dueAt), \(tokens)::text[], \(users)::text[],
-                        \(hold?.round ?? 0), \(hold?.since), \(hold?.until), \(hold?.reason), \(hold?.environment)
+                        \(hold?.round ?? 0), \(hold?.since), \(hold?.until), \(hold?.reason), \(hold?.environment),
+                        \(hold == nil ? nil : fromPage)
                     FROM job_pages WHERE job_id = \(uuid)
+                    ON CONFLICT (job_id, held_from_page, wait_environment) WHERE held_from_page IS NOT NULL DO NOTHING
                     """,
                     logger: logger
                 )

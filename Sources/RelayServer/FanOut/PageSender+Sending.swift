@@ -128,8 +128,9 @@ extension PageSender {
 
     /// Holds each group of devices in a page of the job due at its next retry (with the schedule's backoff) until
     /// the notification's validity ends, when they are recorded expired instead (the rows returned, not counted
-    /// yet). A configuration cause faults its destination, so that the next pages hold without sending. Each hold
-    /// is announced on the results stream (`held`).
+    /// yet). A configuration cause faults its destination, so that the next pages hold without sending. A page
+    /// holds its devices of one environment once: claimed again, it writes no second held page. Each hold is
+    /// announced on the results stream (`held`).
     private func hold(_ held: [HeldGroup: [DeviceTarget]], counts: inout JobPageCounts) async throws
         -> [DeliveryRecord]
     {
@@ -139,45 +140,58 @@ extension PageSender {
         let until = page.hold?.until ?? plan.holdDeadline(due: page.dueAt)
         var random = SystemRandomNumberGenerator()
         var expired: [DeliveryRecord] = []
+        // One held page per environment (written once per page it comes from), for its most frequent cause.
+        var byEnvironment: [APNsEnvironment: (devices: [DeviceTarget], causes: [HoldCause: Int])] = [:]
         for (group, devices) in held {
             if case .configuration(let reason) = group.cause {
                 await pools.reportFault(tenant: page.tenantID, environment: group.environment, reason: reason)
             }
+            byEnvironment[group.environment, default: ([], [:])].devices += devices
+            byEnvironment[group.environment]?.causes[group.cause, default: 0] += devices.count
+        }
+        for (environment, entry) in byEnvironment {
+            let (devices, causes) = entry
+            guard let cause = causes.max(by: { ($0.value, $0.key.reason) < ($1.value, $1.key.reason) })?.key
+            else { continue }
             guard now < until else {
                 expired += devices.map {
-                    expiredRecord(user: $0.userID, token: $0.token, reason: group.cause.reason, at: now)
+                    expiredRecord(user: $0.userID, token: $0.token, reason: cause.reason, at: now)
                 }
                 continue
             }
             let due = min(now + RetrySchedule.standard.delay(round: round, using: &random).seconds, until)
             let hold = DeliveryHold(
-                round: round, since: page.hold?.since ?? now, until: until, reason: group.cause.reason,
-                environment: group.environment.rawValue)
+                round: round, since: page.hold?.since ?? now, until: until, reason: cause.reason,
+                environment: environment.rawValue)
             try await store.deferJobDevices(
                 jobID: page.jobID, tenant: page.tenantID, dueAt: due, tokens: devices.map(\.token),
-                users: devices.map(\.userID), hold: hold)
+                users: devices.map(\.userID), hold: hold, fromPage: page.page)
             counts.deferred += devices.count
-            RelayMetrics.held(tenant: page.tenantID, reason: group.cause.reason, count: devices.count)
-            if results.hasSubscribers(tenant: page.tenantID, receipts: false) {
-                var held = Pushrelay_V1_HeldDevices()
-                held.jobID = page.jobID
-                held.devices = UInt32(clamping: devices.count)
-                held.reason = group.cause.reason
-                held.nextAttemptMs = due.unixMilliseconds
-                held.environment = .init(group.environment)
-                var event = Pushrelay_V1_ResultEvent()
-                event.held = held
-                results.publish(event, tenant: page.tenantID)
-            }
+            RelayMetrics.held(tenant: page.tenantID, reason: cause.reason, count: devices.count)
+            announceHeld(devices.count, environment: environment, reason: cause.reason, nextAttempt: due)
             logger.info(
                 "devices held for their provider",
                 metadata: [
-                    "devices": "\(devices.count)",
-                    "apns.environment": "\(group.environment.rawValue)", "reason": "\(group.cause.reason)",
-                    "round": "\(round)", "next_attempt_in_ms": "\(Int(due.timeIntervalSince(now) * 1000))",
+                    "devices": "\(devices.count)", "apns.environment": "\(environment.rawValue)",
+                    "reason": "\(cause.reason)", "round": "\(round)",
+                    "next_attempt_in_ms": "\(Int(due.timeIntervalSince(now) * 1000))",
                 ])
         }
         return expired
+    }
+
+    /// Tells the tenant's results subscribers that `devices` of the job wait for `environment`, why and until when.
+    private func announceHeld(_ devices: Int, environment: APNsEnvironment, reason: String, nextAttempt: Date) {
+        guard results.hasSubscribers(tenant: page.tenantID, receipts: false) else { return }
+        var held = Pushrelay_V1_HeldDevices()
+        held.jobID = page.jobID
+        held.devices = UInt32(clamping: devices)
+        held.reason = reason
+        held.nextAttemptMs = nextAttempt.unixMilliseconds
+        held.environment = .init(environment)
+        var event = Pushrelay_V1_ResultEvent()
+        event.held = held
+        results.publish(event, tenant: page.tenantID)
     }
 
     /// Hands a batch of rows to the writer and returns its write; counts the batch's outcomes (a page whose
