@@ -50,11 +50,11 @@ struct TokenBucket: Sendable, Hashable {
         self.burst = max(burst, 1)
     }
 
-    /// Takes one token at `now`: `nil` when one was available (and is now used), else how long until one
-    /// is (nothing is taken).
-    mutating func take(now: ContinuousClock.Instant) -> Duration? {
+    /// Takes `count` tokens (1 to the burst) at `now`: `nil` when they were available (and are now used), else how
+    /// long until they are (nothing is taken).
+    mutating func take(_ count: Int = 1, now: ContinuousClock.Instant) -> Duration? {
         let start = max(theoreticalArrival ?? now, now)
-        let arrival = start + interval
+        let arrival = start + interval * min(max(count, 1), burst)
         let allowedAt = arrival - interval * burst
         guard allowedAt <= now else { return allowedAt - now }
         theoreticalArrival = arrival
@@ -108,12 +108,13 @@ public final class RequestLimiter: Sendable {
         self.state = Mutex(State(pruneAt: Self.pruneThreshold))
     }
 
-    /// Admits one request of `key`: `nil` when admitted, else the milliseconds after which a request of
-    /// `key` will be admitted (at least 1), for a `RATE_LIMITED` answer's retry-after.
-    public func admit(_ key: String) -> UInt32? {
+    /// Admits one request of `key` that costs `cost` tokens (``RequestCost``; at most the burst): `nil` when
+    /// admitted, else the milliseconds after which it will be (at least 1), for a `RATE_LIMITED` answer's
+    /// retry-after: the real wait for that many tokens.
+    public func admit(_ key: String, cost: Int = 1) -> UInt32? {
         let now = clock.now
         let wait: Duration? = state.withLock { state in
-            let wait = state.buckets[key, default: prototype].take(now: now)
+            let wait = state.buckets[key, default: prototype].take(cost, now: now)
             if state.buckets.count >= state.pruneAt {
                 state.buckets = state.buckets.filter { !$0.value.isFull(at: now) }
                 state.pruneAt = max(Self.pruneThreshold, state.buckets.count * 2)

@@ -58,7 +58,7 @@ extension RelaySessionHandler {
         case .unsubscribeResults:
             unsubscribe(frame, context: context)
         case let kind where FrameKind.requests.contains(kind):
-            if let retryAfter = service.requests.admit(limiterKey) {
+            if let retryAfter = service.requests.admit(limiterKey, cost: RequestCost.of(frame)) {
                 writeError(
                     ProtocolError(
                         .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter

@@ -107,3 +107,28 @@ extension RelayServerSuites {
         #expect(admission.admit(tenant: "circl"))
     }
 }
+
+extension RelayServerSuites {
+    /// A request is charged by its cost against its credential's limit: a query of 1,000 rows is not a PING.
+    @Suite struct RequestCostTests {
+        @Test func aLargeDeliveryQueryCostsItsRowsAndTheNextRequestWaitsForThem() async throws {
+            try await RelayHarness.with(requestsPerSecond: 1, requestBurst: 10) { relay in
+                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                var query = Pushrelay_V1_QueryDeliveries()
+                query.userID = "ada"
+                query.limit = 1_000
+                try await connection.send(kind: .queryDeliveries, requestID: 2, message: query)
+                #expect(await connection.next()?.kind == FrameKind.queryDeliveries.answer)
+                var list = Pushrelay_V1_ListDevices()
+                list.userID = "ada"
+                try await connection.send(kind: .listDevices, requestID: 3, message: list)
+                let refusal = try #require(await connection.next())
+                let error = try refusal.decode(Pushrelay_V1_Error.self)
+                #expect(error.code == .rateLimited)
+                #expect(error.retryAfterMs > 500 && error.retryAfterMs <= 1_000)
+                await connection.close()
+            }
+        }
+    }
+}

@@ -110,6 +110,22 @@ struct RateLimiterTests {
         #expect(clock.sleeps.isEmpty)
     }
 
+    @Test("request limiter charges a request by its cost; its retry-after is the wait for that many tokens")
+    func requestLimiterCharges() {
+        let clock = ManualLimiterClock()
+        let limiter = RequestLimiter(requestsPerSecond: 10, burst: 10, clock: clock)
+        #expect(limiter.admit("a", cost: 10) == nil)
+        #expect(limiter.admit("a") == 100)
+        clock.advance(by: .milliseconds(500))
+        // Five tokens are back: a request of 8 waits for three more.
+        #expect(limiter.admit("a", cost: 8) == 300)
+        #expect(limiter.admit("a", cost: 5) == nil)
+        // A cost above the burst is charged the burst, so that it can be admitted at all.
+        clock.advance(by: .seconds(2))
+        #expect(limiter.admit("a", cost: 50) == nil)
+        #expect(limiter.admit("a") == 100)
+    }
+
     @Test("request limiter forgets refilled buckets once many keys accumulate")
     func requestLimiterPrunes() {
         let clock = ManualLimiterClock()

@@ -94,7 +94,8 @@ struct ProbeTests {
                 try .init(databaseURL: "postgres://relay@127.0.0.1:\(port)/pushrelay?sslmode=disable"),
                 timeout: .milliseconds(300)))
         #expect(silent.code == .databaseUnavailable)
-        #expect(silent.description.contains("did not answer within"))
+        // The probe's deadline or the connect timeout (both the probe's time) says so, whichever fires first.
+        #expect(silent.description.contains("did not answer"))
     }
 
     /// A loopback port that was free a moment ago and has nothing listening on it.
