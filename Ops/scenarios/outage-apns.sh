@@ -127,11 +127,11 @@ held_before_restart="$(held_devices)"
 delivered_before="$(delivered_rows)"
 status_line="$(fl_tool status --address "${RELAY_ADDRESS[main]}" --credential "$CREDENTIAL" --job "${jobs[-1]}")"
 say "during the outage: $held_before_restart held, $delivered_before delivered; last job: $status_line"
-# The gauges are sampled every few seconds.
+# The gauges are sampled every 5 s: wait for a sample taken once every device was held.
 metrics_held=0
 for _ in $(seq 1 30); do
     metrics_held="$(operator /metrics | awk '/^pushrelay_notifications_held\{/ { sum += $2 } END { print sum + 0 }')"
-    [ "$metrics_held" -gt 0 ] && break
+    [ "$metrics_held" -eq "$held_before_restart" ] && break
     sleep 0.5
 done
 status_unreachable="$(operator /status | "$PY" -c '
