@@ -358,7 +358,7 @@ struct PoolUnavailable: Error, Sendable, Hashable {
 
 extension SigningKeyEnvironment {
     /// Whether a key for this environment signs for `environment`.
-    func covers(_ environment: APNsEnvironment) -> Bool {
+    package func covers(_ environment: APNsEnvironment) -> Bool {
         switch self {
         case .both: true
         case .production: environment == .production

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RelayServer
 import RelayStore
 
 /// `pushrelay admin status`: every tenant's delivery health as the database knows it, whichever relay met it.
@@ -55,7 +56,7 @@ struct AdminStatusCommand: AsyncParsableCommand {
             }
             let environments = Set(tenant.configuration.bundleIDs.values.flatMap(\.environments))
             for environment in environments.sorted(by: { $0.rawValue < $1.rawValue }) {
-                let usable = keys.filter { $0.environment.signs(environment.rawValue) }
+                let usable = keys.filter { $0.environment.covers(environment) }
                 var keyText = usable.isEmpty ? "none" : usable.map(\.keyID).joined(separator: ",")
                 if !usable.isEmpty && masterKey != nil { keyText += " (\(opens))" }
                 var notes: [String] = []
@@ -82,16 +83,5 @@ struct AdminStatusCommand: AsyncParsableCommand {
             }
         }
         return (lines, troubled)
-    }
-}
-
-extension SigningKeyEnvironment {
-    /// Whether a key for this environment signs for the APNs environment named `environment`.
-    fileprivate func signs(_ environment: String) -> Bool {
-        switch self {
-        case .both: true
-        case .production: environment == "production"
-        case .development: environment == "development"
-        }
     }
 }
