@@ -72,6 +72,11 @@ struct TokenBucket: Sendable, Hashable {
         return allowedAt > now ? allowedAt - now : .zero
     }
 
+    /// Whether a send asked for at `now` would have to wait: the bucket owes more than its burst.
+    func owes(at now: ContinuousClock.Instant) -> Bool {
+        theoreticalArrival.map { $0 - interval * burst > now } ?? false
+    }
+
     /// Whether the bucket is full at `now` (nothing owed, every token back): such a bucket can be forgotten.
     func isFull(at now: ContinuousClock.Instant) -> Bool {
         theoreticalArrival.map { $0 <= now } ?? true
@@ -247,6 +252,13 @@ public final class TenantPacer: Sendable {
             buckets[tenant] = bucket
             return (now, wait)
         }
+    }
+
+    /// Whether `tenant`'s sends are held back by its rate now: one more would wait for its turn. A page loop
+    /// then takes no further page of the tenant (``FanOutWorker``): it would only wait too.
+    func isBehind(tenant: String) -> Bool {
+        let now = clock.now
+        return buckets.withLock { $0[tenant]?.owes(at: now) ?? false }
     }
 
     /// The burst allowed at `rate`: ``burstWindow`` worth of it, at least 1.

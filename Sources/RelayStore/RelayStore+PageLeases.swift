@@ -4,9 +4,12 @@ import PostgresNIO
 
 extension RelayStore {
     /// Leases the next due page to `owner` for `lease`: a pending page that is due, or a leased one whose
-    /// lease ran out (its process died or stalled). Pages of cancelled jobs, and of disabled tenants (they wait
-    /// until the tenant is enabled again), are not handed out.
-    public func claimJobPage(owner: String, lease: Duration) async throws(RelayStoreError) -> JobPage? {
+    /// lease ran out (its process died or stalled), taken in `order`: the first listed tenant with a due page
+    /// after the unlisted ones, its jobs' opening pages first, then by due time. Pages of cancelled jobs, and of
+    /// disabled tenants (they wait until the tenant is enabled again), are not handed out.
+    public func claimJobPage(
+        owner: String, lease: Duration, order: PageClaimOrder = PageClaimOrder()
+    ) async throws(RelayStoreError) -> JobPage? {
         return try await mappingErrors {
             for row in try await database.query(
                 """
@@ -17,7 +20,10 @@ extension RelayStore {
                         JOIN tenants t ON t.id = q.tenant_id AND t.enabled
                     WHERE ((q.state = 'pending' AND q.due_at <= now()) OR (q.state = 'leased' AND q.lease_until < now()))
                       AND j.state IN ('accepted', 'scheduled', 'running')
-                    ORDER BY q.due_at, q.job_id, q.page
+                      AND q.tenant_id <> ALL(\(order.excluded)::text[])
+                      AND (q.page = 1 OR NOT \(order.openingPagesOnly))
+                    ORDER BY coalesce(array_position(\(order.tenants)::text[], q.tenant_id), 0), q.page <> 1,
+                        q.due_at, q.job_id, q.page
                     LIMIT 1
                     FOR UPDATE OF q SKIP LOCKED
                 )

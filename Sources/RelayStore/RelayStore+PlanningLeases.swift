@@ -6,8 +6,11 @@ extension RelayStore {
     /// Leases one job that is due and not yet planned (or whose planner's lease ran out) to `owner` for
     /// `lease`: the caller writes its pages (``addJobPage(jobID:tenant:page:dueAt:tokens:users:skipped:done:leasedTo:lease:)``)
     /// and then calls ``finishPlanning(jobID:owner:)``. Jobs are taken with `FOR UPDATE SKIP LOCKED`, so
-    /// several processes plan different jobs. A disabled tenant's jobs wait until it is enabled again.
-    public func claimJobForPlanning(owner: String, lease: Duration) async throws(RelayStoreError) -> JobRecord? {
+    /// several processes plan different jobs, in `tenants`' order (least served first; a tenant not listed before
+    /// all of them), then oldest first. A disabled tenant's jobs wait until it is enabled again.
+    public func claimJobForPlanning(
+        owner: String, lease: Duration, tenants: [String] = []
+    ) async throws(RelayStoreError) -> JobRecord? {
         return try await mappingErrors {
             for row in try await database.query(
                 """
@@ -19,7 +22,7 @@ extension RelayStore {
                       AND tenant_id IN (SELECT id FROM tenants WHERE enabled)
                       AND coalesce(send_at, created_at) <= now()
                       AND (planning_until IS NULL OR planning_until < now())
-                    ORDER BY coalesce(send_at, created_at)
+                    ORDER BY coalesce(array_position(\(tenants)::text[], tenant_id), 0), coalesce(send_at, created_at)
                     LIMIT 1
                     FOR UPDATE SKIP LOCKED
                 )

@@ -174,17 +174,35 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         public var notificationsPerSecond: Int
         /// Caps per user, by notification type name.
         public var perUser: [String: PerUserLimit]
+        /// The tenant's share of a relay's page loops when several tenants have pages due: a tenant of weight 2 is
+        /// served twice the devices of a tenant of weight 1 (1 to 100; default 1).
+        public var fanoutWeight: Int
+
+        /// The largest ``fanoutWeight``.
+        public static let maximumFanoutWeight = 100
 
         /// Creates rate limits.
-        public init(notificationsPerSecond: Int = defaultNotificationsPerSecond, perUser: [String: PerUserLimit] = [:])
-        {
+        public init(
+            notificationsPerSecond: Int = defaultNotificationsPerSecond, perUser: [String: PerUserLimit] = [:],
+            fanoutWeight: Int = 1
+        ) {
             self.notificationsPerSecond = notificationsPerSecond
             self.perUser = perUser
+            self.fanoutWeight = fanoutWeight
+        }
+
+        /// Decodes rate limits stored before ``fanoutWeight`` existed with its default.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            notificationsPerSecond = try container.decode(Int.self, forKey: .notificationsPerSecond)
+            perUser = try container.decode([String: PerUserLimit].self, forKey: .perUser)
+            fanoutWeight = try container.decodeIfPresent(Int.self, forKey: .fanoutWeight) ?? 1
         }
 
         enum CodingKeys: String, CodingKey {
             case notificationsPerSecond = "notifications_per_second"
             case perUser = "per_user"
+            case fanoutWeight = "fanout_weight"
         }
     }
 

@@ -311,10 +311,17 @@ private struct TenantFileParser {
         _ node: Node, types: [String: TenantConfiguration.NotificationType]
     ) throws(TenantFileError) -> TenantConfiguration.RateLimits {
         let reader = try MappingReader(
-            node, path: "rate_limits", parser: self, allowed: ["notifications_per_second", "per_user"])
+            node, path: "rate_limits", parser: self, allowed: ["notifications_per_second", "per_user", "fanout_weight"])
         var limits = TenantConfiguration.RateLimits()
         if let perSecond = reader.value("notifications_per_second") {
             limits.notificationsPerSecond = try positive(perSecond, reader.path("notifications_per_second"))
+        }
+        if let weight = reader.value("fanout_weight") {
+            let path = reader.path("fanout_weight")
+            limits.fanoutWeight = try positive(weight, path)
+            guard limits.fanoutWeight <= TenantConfiguration.RateLimits.maximumFanoutWeight else {
+                throw error(weight, path, "at most \(TenantConfiguration.RateLimits.maximumFanoutWeight)")
+            }
         }
         if let perUserNode = reader.value("per_user") {
             let perUser = try MappingReader(perUserNode, path: reader.path("per_user"), parser: self, allowed: nil)

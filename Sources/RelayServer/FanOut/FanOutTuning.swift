@@ -26,8 +26,11 @@ public struct FanOutTuning: Sendable {
     /// wakes the page's task and hands the sends it starts to the pools' event loops, so taking them one at a
     /// time would cost two thread hops per notification.
     public var answerBatch = 96
-    /// Pages one process sends at once.
+    /// Pages one process sends at once, besides its opening pages' lane.
     public var pageLoops = 8
+    /// Loops of one process that send only jobs' opening pages (a single send, a small job, the start of a large
+    /// one), so that these never wait for a loop busy with a large fan-out's pages.
+    public var openingPageLoops = 1
     /// Jobs one process plans at once (a burst of small sends is not planned one after the other).
     public var planLoops = 4
     /// How long a page or a planning lease lasts without renewal.

@@ -18,13 +18,17 @@ import Synchronization
 ///   ``PageSender``: the tenant's policy for each recipient, the sends through the pools, every attempt
 ///   recorded, the page completed; a page due now that a planner writes while a loop of its process waits for
 ///   work is leased to that loop at once, with the devices the planner read (``Handoff``): no claim, no second
-///   read.
+///   read;
+/// - claims take tenants in turn (``FairShare``: least served lately first, by devices and the tenant's
+///   `fanout_weight`), a tenant's opening pages before its other pages, and skip a tenant that has a page here
+///   waiting on its rate already; one more loop (``FanOutTuning/openingPageLoops``) takes only jobs' opening pages,
+///   so that a single send never waits behind a large fan-out, its own tenant's included.
 ///
 /// A device is sent a job once, except after a crash: results are handed to the process's ``DeliveryWriter``
 /// every ``FanOutTuning/recordBatch`` answers, a page's next batch only once its previous one is written, so a
 /// process that dies may leave up to its ``SendWindow`` (between ``FanOutTuning/minimumSendsInFlight`` and
-/// ``FanOutTuning/maximumSendsInFlight``) + 2 × ``FanOutTuning/recordBatch`` × ``FanOutTuning/pageLoops``
-/// sent-but-unrecorded devices; the process that takes a page over skips the devices already recorded and sends
+/// ``FanOutTuning/maximumSendsInFlight``) + 2 × ``FanOutTuning/recordBatch`` × (``FanOutTuning/pageLoops`` +
+/// ``FanOutTuning/openingPageLoops``) sent-but-unrecorded devices; the process that takes a page over skips the devices already recorded and sends
 /// the others again.
 public final class FanOutWorker: Sendable {
     /// The sizes and timings of this process's fan-out.
@@ -47,6 +51,10 @@ public final class FanOutWorker: Sendable {
     private let plannerWake = WakeSignal()
     /// Wakes one idle page loop at a time (a page was written; a loop that found a page passes it on).
     private let pageLoopWake = WakeSignal()
+    /// Wakes one idle loop of the opening pages' lane at a time (a job's first page was written).
+    private let openingPageWake = WakeSignal()
+    /// The order in which this process takes tenants' pages and jobs: least served lately first.
+    private let fairShare = Mutex(FairShare())
     /// Jobs this process accepts leased to its waiting planners, which plan them without claiming them.
     private let jobHandoff = Handoff<JobRecord>()
     /// Pages this process is sending, by job and page number.
@@ -117,6 +125,9 @@ public final class FanOutWorker: Sendable {
             for _ in 0..<tuning.pageLoops {
                 group.addTask { await self.pageLoop() }
             }
+            for _ in 0..<tuning.openingPageLoops {
+                group.addTask { await self.openingPageLoop() }
+            }
         }
         // Jobs and pages handed over that no planner or loop took are leased to this process: they are let go for
         // any process at once.
@@ -140,6 +151,7 @@ public final class FanOutWorker: Sendable {
             try? await Task.sleep(for: tuning.idlePoll)
             plannerWake.wakeOne()
             pageLoopWake.wakeOne()
+            openingPageWake.wakeOne()
             await stopPagesOfDisabledTenants()
             sinceRenewal += tuning.idlePoll
             guard sinceRenewal >= tuning.lease / 3, !Task.isCancelled else { continue }
@@ -168,6 +180,7 @@ public final class FanOutWorker: Sendable {
         }
         plannerWake.close()
         pageLoopWake.close()
+        openingPageWake.close()
     }
 
     /// Stops the pages being sent for a tenant that was disabled meanwhile: they start no new send (as for a lost
@@ -195,7 +208,8 @@ public final class FanOutWorker: Sendable {
                 continue
             }
             do {
-                if let job = try await store.claimJobForPlanning(owner: owner, lease: tuning.lease) {
+                let tenants = fairShare.withLock { $0.order(now: .now) }
+                if let job = try await store.claimJobForPlanning(owner: owner, lease: tuning.lease, tenants: tenants) {
                     // More jobs may be waiting: another planner looks.
                     plannerWake.wakeOne()
                     await plan(job, claimed: true)
@@ -228,7 +242,10 @@ public final class FanOutWorker: Sendable {
                     held.withLock { $0["\(page.jobID)/\(page.page)"] = HeldPage(page) }
                     handoff.hand((page, devices))
                 },
-                pageWritten: pageLoopWake.wakeOne)
+                pageWritten: { [pageLoopWake, openingPageWake] page in
+                    pageLoopWake.wakeOne()
+                    if page == 1 { openingPageWake.wakeOne() }
+                })
             try await planner.writePages()
             try await store.finishPlanning(jobID: job.id, owner: owner)
             log.debug("job planned", metadata: ["last page": "\(planner.nextPage - 1)"])
@@ -276,7 +293,7 @@ public final class FanOutWorker: Sendable {
                 continue
             }
             do {
-                if let page = try await store.claimJobPage(owner: owner, lease: tuning.lease) {
+                if let page = try await store.claimJobPage(owner: owner, lease: tuning.lease, order: claimOrder()) {
                     // More pages may be due: another loop looks.
                     pageLoopWake.wakeOne()
                     // A topic page this process planned moments ago comes with the devices its planner read.
@@ -291,6 +308,38 @@ public final class FanOutWorker: Sendable {
             }
             await handoff.waitIdle(on: pageLoopWake)
         }
+    }
+
+    /// The lane of jobs' opening pages: a loop that takes only page 1 of a job (a single send, a small job, the
+    /// start of a large one), in the tenants' fair order, so that they never queue behind the pages of large
+    /// fan-outs that keep the other loops busy. It takes no page handed over by a planner.
+    private func openingPageLoop() async {
+        while !Task.isCancelled {
+            do {
+                if let page = try await store.claimJobPage(
+                    owner: owner, lease: tuning.lease, order: claimOrder(openingPagesOnly: true))
+                {
+                    openingPageWake.wakeOne()
+                    await send(page)
+                    continue
+                }
+            } catch {
+                logger.warning("could not claim an opening page", metadata: ["error": "\(error)"])
+            }
+            await openingPageWake.wait()
+        }
+    }
+
+    /// The order of this process's next claim: tenants least served lately first, without the tenants that have
+    /// a page here whose sends wait on their rate already (another page of theirs would hold a loop only to
+    /// wait too).
+    private func claimOrder(openingPagesOnly: Bool = false) -> PageClaimOrder {
+        let sending = Set(held.withLock { $0.values.map(\.page.tenantID) })
+        return PageClaimOrder(
+            tenants: fairShare.withLock { $0.order(now: .now) },
+            excluded: sending.filter { pacer.isBehind(tenant: $0) }.sorted(),
+            openingPagesOnly: openingPagesOnly
+        )
     }
 
     /// Sends `page`, to `plannedDevices` when its planner handed them over with it, else to the page's devices
@@ -323,6 +372,10 @@ public final class FanOutWorker: Sendable {
                 _ = try? await store.renewJobPageLease(page, owner: owner, lease: .zero)
                 log.info("page of a disabled tenant left to wait until it is enabled")
                 return
+            }
+            let devices = page.topicRange == nil ? page.tokens.count : tuning.pageSize(page: page.page)
+            fairShare.withLock {
+                $0.charge(page.tenantID, devices: devices, weight: tenant.rateLimits.fanoutWeight, now: .now)
             }
             var sender = PageSender(
                 page: page, plan: plan, tenant: tenant, store: store, writer: writer, pools: pools, results: results,

@@ -17,8 +17,9 @@ struct PagePlanner {
     let plannedPages: PlannedPages
     /// Hands a page leased to `owner` over to its loops, with its devices.
     let handOver: @Sendable (JobPage, [DeviceTarget]) -> Void
-    /// Called after each page is written, so that a page loop starts on it while planning goes on.
-    let pageWritten: @Sendable () -> Void
+    /// Called with each page's number after it is written, so that a page loop starts on it while planning goes
+    /// on.
+    let pageWritten: @Sendable (Int) -> Void
     let tuning: FanOutTuning
     /// The number of the next page to write; after ``writePages()``, the number of pages written.
     private(set) var nextPage: Int
@@ -30,7 +31,7 @@ struct PagePlanner {
         tuning: FanOutTuning,
         handoff: Handoff<(page: JobPage, devices: [DeviceTarget])>,
         plannedPages: PlannedPages, handOver: @escaping @Sendable (JobPage, [DeviceTarget]) -> Void,
-        pageWritten: @escaping @Sendable () -> Void
+        pageWritten: @escaping @Sendable (Int) -> Void
     ) {
         self.job = job
         self.plan = plan
@@ -136,7 +137,7 @@ struct PagePlanner {
             } leased: {
                 $0.map { ($0, sorted) }
             }
-            pageWritten()
+            pageWritten(nextPage)
             nextPage += 1
         }
     }
@@ -155,7 +156,7 @@ struct PagePlanner {
             written.leased.map { ($0, written.devices) }
         }
         if !written.devices.isEmpty {
-            pageWritten()
+            pageWritten(nextPage)
             nextPage += 1
         }
         return written.devices
@@ -183,7 +184,7 @@ struct PagePlanner {
                 plannedPages.keep(devices, jobID: job.id, page: nextPage)
             }
             if written.pageDevices > 0 {
-                pageWritten()
+                pageWritten(nextPage)
                 nextPage += 1
             }
             after = written.lastToken

@@ -23,7 +23,7 @@ final class SharedSendWindow: Sendable {
             configuration: .init(minimum: tuning.minimumSendsInFlight, maximum: tuning.maximumSendsInFlight))
         self.window = Mutex(window)
         size = Atomic(window.size)
-        pages = max(1, tuning.pageLoops)
+        pages = max(1, tuning.pageLoops + tuning.openingPageLoops)
         RelayMetrics.sendWindow(window.size)
     }
 

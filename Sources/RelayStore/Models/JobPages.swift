@@ -25,6 +25,26 @@ public struct JobPage: Sendable, Hashable {
     public var hold: DeliveryHold? = nil
 }
 
+/// Which due page a claim takes (``RelayStore/claimJobPage(owner:lease:order:)``): tenants in turn, and a loop
+/// kept for the opening pages of jobs, so that single sends and small jobs do not queue behind a large fan-out.
+public struct PageClaimOrder: Sendable, Hashable {
+    /// Tenants in the order they are served, least served lately first; a tenant not listed goes before all of
+    /// them. Within a tenant, jobs' opening pages (page 1) go first, then by due time.
+    public var tenants: [String]
+    /// Tenants whose pages are not taken by this claim (their sends wait on their own rate already).
+    public var excluded: [String]
+    /// Only the opening page (page 1) of a job, the smallest of its pages: a single send, a small job, or the
+    /// start of a large one.
+    public var openingPagesOnly: Bool
+
+    /// An order serving `tenants` in turn, skipping `excluded`, taking only opening pages when `openingPagesOnly`.
+    public init(tenants: [String] = [], excluded: [String] = [], openingPagesOnly: Bool = false) {
+        self.tenants = tenants
+        self.excluded = excluded
+        self.openingPagesOnly = openingPagesOnly
+    }
+}
+
 /// Devices held while their provider cannot take them (unreachable, 5xx, 429, credentials refused): they wait in a
 /// page of their job due at the next attempt, until the notification expires.
 public struct DeliveryHold: Sendable, Hashable {
