@@ -14,14 +14,17 @@ final class JobDispatcher: Sendable {
     private let store: RelayStore
     private let worker: FanOutWorker
     private let pools: PoolRegistry
+    /// Each tenant's share of the database: a SEND's steps take a slot each.
+    private let statements: TenantStatementGate
 
     /// How often a caller waiting for its job looks at the job's progress.
     static let waitPollInterval: Duration = .milliseconds(20)
 
-    init(store: RelayStore, worker: FanOutWorker, pools: PoolRegistry) {
+    init(store: RelayStore, worker: FanOutWorker, pools: PoolRegistry, statements: TenantStatementGate) {
         self.store = store
         self.worker = worker
         self.pools = pools
+        self.statements = statements
     }
 
     /// Accepts `request`: commits its job (or finds the job of its idempotency key) and answers at once,
@@ -47,15 +50,21 @@ final class JobDispatcher: Sendable {
         let scheduledLater = plan.schedule.earliest.map { $0 > Date() } ?? false
         let handing = !scheduledLater && worker.promisePlanner()
         let acceptance: JobAcceptance
-        do {
-            acceptance = try await store.createJob(
-                tenant: tenant.id, notificationType: request.notificationType,
-                idempotencyKey: request.idempotencyKey.nonEmpty, request: stored, sendAt: plan.schedule.earliest,
-                plannedBy: handing ? worker.owner : nil, planningLease: worker.tuning.lease
-            )
+        do throws(ProtocolError) {
+            acceptance = try await statements.run(tenant: tenant.id) { () async throws(ProtocolError) in
+                do throws(RelayStoreError) {
+                    return try await store.createJob(
+                        tenant: tenant.id, notificationType: request.notificationType,
+                        idempotencyKey: request.idempotencyKey.nonEmpty, request: stored,
+                        sendAt: plan.schedule.earliest, plannedBy: handing ? worker.owner : nil,
+                        planningLease: worker.tuning.lease)
+                } catch {
+                    throw ProtocolError(error)
+                }
+            }
         } catch {
             if handing { worker.withdrawPlanner() }
-            throw ProtocolError(error)
+            throw error
         }
         // The database's clock decides whether the job is scheduled for later: such a job is not leased.
         let handed = handing && !acceptance.duplicate && acceptance.job.state == .accepted
@@ -85,7 +94,9 @@ final class JobDispatcher: Sendable {
         guard request.wait, !scheduledLater else { return answer }
         let progress = try await waitForDueDevices(tenant: tenant.id, jobID: acceptance.job.id)
         answer.job = Pushrelay_V1_Job(progress.job)
-        answer.outcomes = try await outcomes(tenant: tenant.id, jobID: acceptance.job.id, limit: limits.maxRecipients)
+        answer.outcomes = try await statements.run(tenant: tenant.id) { () async throws(ProtocolError) in
+            try await outcomes(tenant: tenant.id, jobID: acceptance.job.id, limit: limits.maxRecipients)
+        }
         answer.devices = UInt32(answer.outcomes.count { $0.outcome != "skipped" })
         return answer
     }
@@ -125,11 +136,12 @@ final class JobDispatcher: Sendable {
     /// or deferred by quiet hours).
     private func waitForDueDevices(tenant: String, jobID: String) async throws(ProtocolError) -> JobProgress {
         while true {
-            let progress: JobProgress?
-            do {
-                progress = try await store.jobProgress(tenant: tenant, id: jobID)
-            } catch {
-                throw ProtocolError(error)
+            let progress = try await statements.run(tenant: tenant) { () async throws(ProtocolError) in
+                do throws(RelayStoreError) {
+                    return try await store.jobProgress(tenant: tenant, id: jobID)
+                } catch {
+                    throw ProtocolError(error)
+                }
             }
             guard let progress else { throw ProtocolError(.internal, "job \(jobID) disappeared") }
             // Done, or only pages for later are left (the job stays running until they are sent).

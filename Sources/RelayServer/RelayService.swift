@@ -24,6 +24,8 @@ public final class RelayService: Sendable {
     private let tenants: TenantDirectory
     private let credentials: CredentialDirectory
     private let dispatcher: JobDispatcher
+    /// Each tenant's share of the database: its requests' statements at once.
+    private let statements: TenantStatementGate
     /// Whether the relay's listener takes connections: set once it listens, cleared when it starts to stop, so that
     /// readiness sends no new backend to a relay that is not (or no longer) listening.
     let listening = Atomic<Bool>(false)
@@ -37,6 +39,7 @@ public final class RelayService: Sendable {
         limits: ProtocolLimits,
         requestsPerSecond: Double = 1_000,
         requestBurst: Int = 2_000,
+        statementsPerTenant: Int = 4,
         fanOutTuning: FanOutTuning = .standard,
         logger: Logger
     ) {
@@ -51,7 +54,8 @@ public final class RelayService: Sendable {
         self.credentials = CredentialDirectory(store: store)
         self.worker = FanOutWorker(
             store: store, pools: pools, results: results, tenants: tenants, logger: logger, tuning: fanOutTuning)
-        self.dispatcher = JobDispatcher(store: store, worker: worker, pools: pools)
+        self.statements = TenantStatementGate(limit: statementsPerTenant)
+        self.dispatcher = JobDispatcher(store: store, worker: worker, pools: pools, statements: statements)
     }
 
     /// Checks a HELLO: the credential must belong to the named tenant, which must be enabled.
@@ -123,6 +127,29 @@ public final class RelayService: Sendable {
             throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is gone")
         }
         let tenant = record.configuration
+        let answer: any SwiftProtobuf.Message
+        if frame.kind == .send {
+            // A SEND takes its tenant's database slots step by step: a SEND that waits holds none while it waits.
+            answer = try await dispatcher.send(
+                try frame.request(limits: limits, nowMilliseconds: Date().unixMilliseconds), body: frame.body,
+                tenant: tenant, limits: limits, logger: logger)
+        } else {
+            answer = try await statements.run(tenant: tenantID) { () async throws(ProtocolError) in
+                try await answerRequest(frame, tenant: tenant, logger: logger)
+            }
+        }
+        do {
+            return (frame.kind.answer, try answer.serializedBytes())
+        } catch {
+            throw ProtocolError(.internal, "the answer could not be encoded: \(error)")
+        }
+    }
+
+    /// Answers a request other than SEND, within its tenant's database slot.
+    private func answerRequest(
+        _ frame: Frame, tenant: TenantConfiguration, logger: Logger
+    ) async throws(ProtocolError) -> any SwiftProtobuf.Message {
+        let tenantID = tenant.id
         let now = Date().unixMilliseconds
         let limits = self.limits
         func request<M: ValidatedRequest>(_ type: M.Type = M.self) throws(ProtocolError) -> M {
@@ -133,11 +160,6 @@ public final class RelayService: Sendable {
         case .registerDevice: answer = try await registerDevice(try request(), tenant: tenant)
         case .unregisterDevice: answer = try await unregisterDevice(try request(), tenant: tenantID)
         case .listDevices: answer = try await listDevices(try request(), tenant: tenantID)
-        case .send:
-            answer = try await dispatcher.send(
-                try request(), body: frame.body, tenant: tenant, limits: limits,
-                logger: logger
-            )
         case .jobStatus: answer = try await jobStatus(try request(), tenant: tenantID)
         case .cancelJob: answer = try await dispatcher.cancel(try request(), tenant: tenantID, logger: logger)
         case .queryDeliveries: answer = try await queryDeliveries(try request(), tenant: tenantID)
@@ -154,11 +176,7 @@ public final class RelayService: Sendable {
         default:
             throw ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1")
         }
-        do {
-            return (frame.kind.answer, try answer.serializedBytes())
-        } catch {
-            throw ProtocolError(.internal, "the answer could not be encoded: \(error)")
-        }
+        return answer
     }
 
     /// Fans out the jobs of every relay process on the database, sharing the work through leases, until the

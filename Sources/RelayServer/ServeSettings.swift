@@ -54,6 +54,10 @@ public struct ServeSettings: Sendable, Equatable {
     public var requestsPerSecond = 1_000.0
     /// Each credential's burst above that rate.
     public var requestBurst = 2_000
+    /// Database statements one tenant's requests run at once.
+    public var dbStatementsPerTenant = 4
+    /// Seconds one database statement may run before PostgreSQL cancels it; 0: no limit.
+    public var statementTimeout = 30
     /// Days of delivery rows kept.
     public var retentionDays = 30
     /// The operator HTTP port (`host:port`); empty turns it off.
@@ -96,6 +100,8 @@ public struct ServeSettings: Sendable, Equatable {
             ServeSetting("write_stall_timeout", .int(\.writeStallTimeout, atLeast: 1)),
             ServeSetting("requests_per_second", .double(\.requestsPerSecond)),
             ServeSetting("request_burst", .int(\.requestBurst, atLeast: 1)),
+            ServeSetting("db_statements_per_tenant", .int(\.dbStatementsPerTenant, atLeast: 1)),
+            ServeSetting("statement_timeout", .int(\.statementTimeout, atLeast: 0)),
             ServeSetting("retention_days", .int(\.retentionDays, atLeast: 1)),
             ServeSetting("metrics_listen", .string(\.metricsListen)),
             ServeSetting("ready_file", .optionalString(\.readyFile)),

@@ -99,11 +99,15 @@ extension RelayStore {
     /// Runs a statement that returns one `int8` and returns it.
     private func count(_ query: PostgresQuery) async throws(RelayStoreError) -> Int {
         return try await mappingErrors {
-            var total = 0
-            for try await value in try await client.query(query, logger: logger).decode(Int.self) {
-                total = value
+            try await client.withConnection { connection in
+                try await Self.unbounded(connection, logger: logger) {
+                    var total = 0
+                    for try await value in try await connection.query(query, logger: logger).decode(Int.self) {
+                        total = value
+                    }
+                    return total
+                }
             }
-            return total
         }
     }
 }

@@ -29,7 +29,12 @@ public struct RelayStore: Sendable {
     ///   - migrations: The schema's migrations; the relay's own by default.
     ///   - logger: Where queries and connection events are logged.
     public init(configuration: Configuration, migrations: [Migration] = Migration.all, logger: Logger) {
-        self.client = PostgresClient(configuration: Self.pooled(configuration.postgres), backgroundLogger: logger)
+        var postgres = Self.pooled(configuration.postgres)
+        if let timeout = configuration.statementTimeout {
+            let milliseconds = timeout.components.seconds * 1_000 + timeout.components.attoseconds / 1_000_000_000_000_000
+            postgres.options.additionalStartupParameters.append(("statement_timeout", "\(max(1, milliseconds))"))
+        }
+        self.client = PostgresClient(configuration: postgres, backgroundLogger: logger)
         self.database = DeadlineClient(
             client: client, deadline: configuration.callDeadline, eventLoop: MultiThreadedEventLoopGroup.singleton.any()
         )
@@ -86,8 +91,10 @@ public struct RelayStore: Sendable {
     public func migrate() async throws(RelayStoreError) -> [Int] {
         do {
             return try await client.withConnection { connection in
-                try await withMigrationLock(on: connection) {
-                    try await applyPending(on: connection)
+                try await Self.unbounded(connection, logger: logger) {
+                    try await withMigrationLock(on: connection) {
+                        try await applyPending(on: connection)
+                    }
                 }
             }
         } catch let error as RelayStoreError {
@@ -95,6 +102,22 @@ public struct RelayStore: Sendable {
         } catch {
             throw .databaseUnavailable(describePostgresError(error))
         }
+    }
+
+    /// Runs `body` on `connection` without the pool's statement timeout (``Configuration/statementTimeout``), which is
+    /// set back afterwards: migrations and maintenance may take as long as the data needs.
+    static func unbounded<Result>(
+        _ connection: PostgresConnection, logger: Logger, _ body: () async throws -> Result
+    ) async throws -> Result {
+        try await connection.query("SET statement_timeout = 0", logger: logger)
+        let result: Swift.Result<Result, any Error>
+        do {
+            result = .success(try await body())
+        } catch {
+            result = .failure(error)
+        }
+        try await connection.query("RESET statement_timeout", logger: logger)
+        return try result.get()
     }
 
     /// The versions recorded in `schema_migrations`, in order (empty before the first migration).

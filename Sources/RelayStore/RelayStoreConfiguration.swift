@@ -13,6 +13,10 @@ extension RelayStore {
         /// fails with ``RelayStoreError/databaseUnavailable(_:)``; migrations, maintenance and load-test
         /// setup are not bounded by it.
         public var callDeadline: TimeAmount = .seconds(15)
+        /// The longest one statement of the pool may run in PostgreSQL before the server cancels it
+        /// (`statement_timeout`), so that no request keeps the database busy after its caller gave up; migrations and
+        /// maintenance lift it for their own connection. `nil`: the server's own setting.
+        public var statementTimeout: Duration?
         /// The TLS mode of ``RelayStore/probe(configuration:timeout:logger:)``'s direct connection, the same as the
         /// pool's: postgres-nio's client configuration does not let its TLS mode be read back.
         var probeTLS = ProbeTLS.prefer

@@ -57,6 +57,7 @@ struct DatabaseOptions: ParsableArguments {
         databaseURL: String?,
         dataDir: String,
         access: DatabaseAccess,
+        statementTimeout: Duration? = nil,
         _ body: @Sendable (RelayStore) async throws -> Void
     ) async throws {
         var logger = Logger(label: "pushrelay.admin")
@@ -66,8 +67,9 @@ struct DatabaseOptions: ParsableArguments {
         storeLogger.logLevel = .error
         do {
             if let url = databaseURL {
-                try await Self.run(
-                    RelayStore.Configuration(databaseURL: url), access: access, logger: storeLogger, body)
+                var configuration = try RelayStore.Configuration(databaseURL: url)
+                configuration.statementTimeout = statementTimeout
+                try await Self.run(configuration, access: access, logger: storeLogger, body)
                 return
             }
             let postgres = EmbeddedPostgres(dataFolder: dataDir, logger: logger)
@@ -82,8 +84,9 @@ struct DatabaseOptions: ParsableArguments {
                 guard let endpoint = await postgres.endpoint else {
                     throw EmbeddedPostgresError.startFailed(output: "no endpoint after start")
                 }
-                try await Self.run(
-                    RelayStore.Configuration(embedded: endpoint), access: access, logger: storeLogger, body)
+                var configuration = RelayStore.Configuration(embedded: endpoint)
+                configuration.statementTimeout = statementTimeout
+                try await Self.run(configuration, access: access, logger: storeLogger, body)
             } catch {
                 try? await postgres.stop()
                 throw error

@@ -89,6 +89,10 @@ struct ServeCommand: AsyncParsableCommand {
     var requestsPerSecond: Double?
     @Option(help: "Requests a credential may make in a burst above that rate (default 2000).")
     var requestBurst: Int?
+    @Option(help: "Database statements one tenant's requests run at once; more wait their turn (default 4).")
+    var dbStatementsPerTenant: Int?
+    @Option(help: "Seconds one database statement may run before PostgreSQL cancels it; 0: no limit (default 30).")
+    var statementTimeout: Int?
     @Option(help: "Days of delivery rows kept; older daily partitions are dropped hourly (default 30).")
     var retentionDays: Int?
     @Option(help: "host:port of the operators' HTTP port; \"\" turns it off (default 127.0.0.1:9411).")
@@ -133,7 +137,9 @@ struct ServeCommand: AsyncParsableCommand {
             "max_connections_per_tenant": maxConnectionsPerTenant.map { "\($0)" },
             "idle_timeout": idleTimeout.map { "\($0)" }, "write_stall_timeout": writeStallTimeout.map { "\($0)" },
             "requests_per_second": requestsPerSecond.map { "\($0)" },
-            "request_burst": requestBurst.map { "\($0)" }, "retention_days": retentionDays.map { "\($0)" },
+            "request_burst": requestBurst.map { "\($0)" },
+            "db_statements_per_tenant": dbStatementsPerTenant.map { "\($0)" },
+            "statement_timeout": statementTimeout.map { "\($0)" }, "retention_days": retentionDays.map { "\($0)" },
             "metrics_listen": metricsListen, "ready_file": readyFile, "log_level": logLevel,
         ]
         return given.compactMapValues { $0 }
@@ -164,7 +170,10 @@ extension ServeSettings {
         }
         let settings = self
         let base = configuration
-        try await DatabaseOptions.withStore(databaseURL: databaseURL, dataDir: dataDir, access: .create) { store in
+        let statementTimeout = self.statementTimeout > 0 ? Duration.seconds(self.statementTimeout) : nil
+        try await DatabaseOptions.withStore(
+            databaseURL: databaseURL, dataDir: dataDir, access: .create, statementTimeout: statementTimeout
+        ) { store in
             try await settings.applyTenantFiles(to: store, logger: logger)
             // One set of threads for everything: the APNs pools, the listeners and PostgreSQL's connections use
             // the singleton event loops, on which `PushRelayMain` also runs the relay's tasks.

@@ -18,6 +18,8 @@ extension Relay {
         public var requestsPerSecond: Double = 1_000
         /// Requests a credential may make in a burst above that rate.
         public var requestBurst: Int = 2_000
+        /// Database statements one tenant's requests run at once; more wait their turn.
+        public var statementsPerTenant: Int = 4
         /// Days of delivery rows kept by the hourly maintenance.
         public var retentionDays: Int = 30
         /// Where the operators' HTTP port (`/metrics`, `/healthz`, `/readyz`) listens and the registry its

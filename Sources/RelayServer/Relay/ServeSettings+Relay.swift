@@ -15,6 +15,7 @@ extension ServeSettings {
             server: try serverConfiguration(), target: try appleTarget(), masterKey: masterKey)
         configuration.requestsPerSecond = requestsPerSecond
         configuration.requestBurst = requestBurst
+        configuration.statementsPerTenant = dbStatementsPerTenant
         configuration.retentionDays = retentionDays
         return configuration
     }
