@@ -3,40 +3,50 @@
 (Ops/bench/bench-noisy-neighbour.sh sets the relay up and runs it).
 
 A victim tenant (familyportal, its own credential) measures its ack latency alone, then while an attacker tenant
-(circl, its own credential) floods the relay each way of issue 40, in one run, one flood at a time:
+(circl, its own credential) floods the relay each way issue 40 lists, in one run, one flood at a time, in this order:
 
   a job-backlog       256 SENDs of 100 devices each, pipelined on 2 connections (25,600 notifications, paced at
-                      circl's 500/s)
+                      circl's 500/s); measured once every one is answered (the backlog exists)
   b send-wait         256 SEND(wait)s of 100 devices each kept in flight (2 connections x 128)
-  c big-sends         one connection of SENDs to 10,000 users each, one after another (8 quick, 32 full)
+  c big-sends         one connection of SENDs to 10,000 users each, one after another (8 with --quick, else 32);
+                      measured once every one is answered
   d heavy-reads       3 connections x 64 QUERY_DELIVERIES over all time (limit 1,000) kept in flight, paced at the
                       credential's documented rate (1,000 tokens/s, burst 2,000; such a query costs 10)
   e registers         3 connections x 64 REGISTER_DEVICE (new tokens) kept in flight, paced the same way
-  f inflating-frames  128 pipelined SEND(wait)s (100 devices) on one connection whose zstd bodies (a few hundred
-                      bytes) inflate to max_decompressed_bytes (4 MiB) through one unknown field, kept in flight
-  g inflating-pings   2 connections x 128 pipelined PINGs of ~150 bytes that inflate to 4 MiB each, kept in flight
-  h loc-args          64 pipelined SENDs with ~2.1 million empty alert.loc_args (a 4 MiB body of ~400 bytes on
+  i idle-connections  2,000 connections that never say HELLO, each opened again when the relay closes it (run
+                      before f-h, whose work and memory outlast them on a relay that does not bound them)
+  f inflating-frames  128 pipelined SEND(wait)s (100 devices) on one connection whose zstd bodies (~350 bytes)
+                      inflate to max_decompressed_bytes (4 MiB) through one unknown field, kept in flight
+  g inflating-pings   2 connections x 128 pipelined PINGs of ~155 bytes that inflate to 4 MiB each, kept in flight
+  h loc-args          64 pipelined SENDs with ~2.1 million empty alert.loc_args (4 MiB inflated, ~460 bytes on
                       the wire; refused), kept in flight
-  i idle-connections  2,000 connections that never say HELLO, each opened again when the relay closes it
 
-Every flood client is a conforming one: it answers nothing the relay did not ask, reads every answer, and a
-connection answered RATE_LIMITED sends nothing more until retry_after_ms has passed. A flood runs in its own
-process (so the victim's timings do not share a Python interpreter with it).
+Every flood client conforms: it reads every answer, and a connection answered RATE_LIMITED (or UNAVAILABLE with
+a retry_after_ms) sends nothing more until that time has passed. Each flood runs in its own process, so the
+victim's timings do not share a Python interpreter with it.
 
-The victim, for each phase: rounds of HELLO (a fresh connection: connect + HELLO until HELLO_OK), then on one
-long-lived connection PING, REGISTER_DEVICE (a new device), SEND (no wait) to one user, SEND(wait) to one
-registered device (the relay's in-process APNs simulator answers it); one request at a time. Each phase: the
-flood is started, given NOISY warm-up seconds to be in full swing, the victim takes its rounds while it runs,
-the flood is stopped, and the relay drains (the attacker's unfinished jobs cancelled with CANCEL_JOB, then until
-no page is open and the relay's CPU is below 25%, within a cap). During the phase the relay's VmRSS is sampled
-every 100 ms (its peak from the flood's start to its stop) and the CPU of the relay and of PostgreSQL (its
-postmaster and children) over the victim's rounds, as a share of one core.
+The victim, in each phase: rounds of HELLO (a fresh connection each: connect + HELLO until HELLO_OK), then on one
+long-lived connection PING, REGISTER_DEVICE (a new device), SEND (no wait) to one user and SEND(wait) to one
+registered device (the relay's in-process APNs simulator answers it); one request at a time, the rounds spread
+over the phase's window. A phase: the relay's idle CPU taken (0.5 s), the flood started and given its warm-up,
+the victim's rounds while it runs (up to --rounds in the window; past it only up to a minimum, and never past a
+hard cap), the flood stopped, then the drain: the attacker's unfinished jobs cancelled (CANCEL_JOB, found in
+PostgreSQL), and a wait until no page of an unfinished job is open and the relay and PostgreSQL each use less than
+25% of a core (within a cap). During the phase the relay's VmRSS is sampled every 100 ms (its peak from the flood's
+start to its stop), and the CPU of the relay and of PostgreSQL (postmaster and children) is taken over the
+victim's rounds as a share of one core.
 
-Output: one line per phase with each victim operation's p50/p99 in ms and the p99's ratio to alone (xN), the
-relay's RSS peak against the phase's memory bound, the relay's and PostgreSQL's CPU, and whether the target held;
-then a line per phase on what the attacker got (answers by code) and what missed. p50/p99 are nearest-rank
-percentiles over the phase's samples (with fewer than 100 samples, the p99 is the largest); a request that failed
-(an ERROR, a timeout, a closed connection) counts with the time it took and always misses the target.
+  mode      rounds  window  hard cap  warm-up  request timeout  SEND(wait) timeout  drain cap
+  --quick   15      6 s     15 s      1.5 s    5 s              5 s                 20 s
+  full      100     40 s    150 s     2 s      15 s             20 s                120 s
+
+Output: a line per phase as it ends, then the table: per phase each victim operation's p50/p99 in ms and the
+p99's ratio to alone (xN), the relay's RSS peak and the phase's bound, the relay's and PostgreSQL's CPU, and
+whether the target held; a phase that began on a relay still busy with the previous flood's work is marked `*`.
+Then a line per phase on the victim's rounds, the relay before the phase, what the attacker sent and got (answers
+by code, the first message of each code), the drain, and what missed. p50/p99 are nearest-rank percentiles over
+the phase's samples (with fewer than 100 samples the p99 is the largest); a request that failed (an ERROR, a
+timeout, no connection) counts with the time it took and always misses the target.
 
 Target (issue 40): during every flood, each victim operation's p99 at most 3 x its p99 alone (--ratio), no victim
 request failing, SEND(wait) under 1 s (also alone), and the relay's RSS peak within the bound: the alone phase's
@@ -44,12 +54,12 @@ peak + 6 MiB per attacker connection that said HELLO (README: "about 6 MiB per c
 connection (README's target per idle connection) + a slack (--rss-slack-mib, 32 MiB: the fan-out's working set
 and the allocator; an assumption, not a stated bound).
 
-The exit status: 0 when the run completed (targets missed or not), 1 with --check when a row missed the target,
-2 when the relay died or did not answer at the end, or the harness failed (a flood client that could not start,
-the victim unable to work alone).
+Exit status: 0 when the run completed, targets met or not; 1 with --check when a phase missed the target; 2 when the
+relay died, did not answer a HELLO within 120 s of the last flood, or the harness failed (a flood that could not
+start or report, the victim unable to work alone, a drain that could not cancel).
 
-Stdlib only, plus the pushrelay_client package (its pushrelay_pb2) and zstandard; the frame helpers come from
-Ops/scenarios/hostile_clients.py.
+Stdlib only, plus the pushrelay_client package (its pushrelay_pb2) and zstandard; the frame helpers (frame, Conn,
+Answer) come from Ops/scenarios/hostile_clients.py.
 """
 
 from __future__ import annotations
@@ -63,7 +73,6 @@ import resource
 import selectors
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -73,10 +82,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "Ops", "scenarios"))
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 
 import zstandard  # noqa: E402
 from hostile_clients import (  # noqa: E402
-    CANCEL_JOB, ERROR, GOODBYE, HEADER, HELLO, PING, QUERY_DELIVERIES, REGISTER_DEVICE, SEND, FLAG_ZSTD, Answer, Conn,
+    CANCEL_JOB, ERROR, GOODBYE, HEADER, PING, QUERY_DELIVERIES, REGISTER_DEVICE, SEND, FLAG_ZSTD, Answer, Conn,
     code_name, frame, proc_state, rss_kib, split_address, varint)
 from pushrelay_client import pushrelay_pb2 as pb  # noqa: E402
 
@@ -88,6 +98,8 @@ OPS = ["HELLO", "PING", "REGISTER", "SEND", "SEND(wait)"]
 CONNECTION_BOUND_MIB = 6.0   # README / Protocol/README.md: what one backend can make a relay hold, per connection
 IDLE_BOUND_KIB = 64.0        # README's headline target: relay memory per idle connection
 SEND_WAIT_LIMIT_MS = 1000.0  # issue 40: the victim's SEND(wait) to one device under 1 s
+RECOVERY_SECONDS = 120.0     # the relay must answer a HELLO again within this after the last flood
+BUSY_PERCENT = 25.0          # a relay or PostgreSQL above this share of a core is not drained yet
 
 
 def say(text: str = "") -> None:
@@ -134,10 +146,12 @@ def flood_specs(quick: bool) -> List[FloodSpec]:
         FloodSpec("d", "heavy-reads", "3 x 64 QUERY_DELIVERIES all time, limit 1,000, paced", conns=3, depth=64,
                   paced=True),
         FloodSpec("e", "registers", "3 x 64 REGISTER_DEVICE in flight, paced", conns=3, depth=64, paced=True),
+        # The idle connections before the inflating floods, whose work and memory outlast them on a relay that
+        # does not bound them (the next phase then starts on a busy relay, and says so).
+        FloodSpec("i", "idle-connections", "2,000 connections before HELLO", idle=2000),
         FloodSpec("f", "inflating-frames", "128 SEND(wait)s inflating to 4 MiB (1 conn)", conns=1, depth=128),
         FloodSpec("g", "inflating-pings", "2 x 128 PINGs inflating to 4 MiB", conns=2, depth=128),
         FloodSpec("h", "loc-args", "64 SENDs with ~2.1M empty loc_args (1 conn)", conns=1, depth=64),
-        FloodSpec("i", "idle-connections", "2,000 connections before HELLO", idle=2000),
     ]
 
 
@@ -177,7 +191,8 @@ class FloodStats:
         self.connections = 0
         self.established = 0
         self.connect_failures = 0
-        self.first_error = ""
+        self.note = ""
+        self.first_errors: Dict[str, str] = {}  # code -> the first message with it
 
     def answer(self, code: str) -> None:
         self.answers[code] = self.answers.get(code, 0) + 1
@@ -239,7 +254,9 @@ class Flood:
                 body = send.SerializeToString(deterministic=True)
                 if key == "f":
                     raw = padded(body, self.max_decompressed)
-                    self.bodies.append((SEND, compress(raw), FLAG_ZSTD, 1 + len(raw) // 65536))
+                    wire = compress(raw)
+                    self.bodies.append((SEND, wire, FLAG_ZSTD, 1 + len(raw) // 65536))
+                    self.stats.note = f"each SEND {len(wire)} bytes on the wire, {len(raw):,} inflated"
                 else:
                     self.bodies.append((SEND, body, 0, 1 + len(body) // 65536))
                 if key == "f" and i >= 3:
@@ -256,7 +273,9 @@ class Flood:
             pass  # made per request (a new token each)
         elif key == "g":
             raw = padded(pb.Ping(nonce=7).SerializeToString(), self.max_decompressed)
-            self.bodies.append((PING, compress(raw), FLAG_ZSTD, 0))
+            wire = compress(raw)
+            self.bodies.append((PING, wire, FLAG_ZSTD, 0))
+            self.stats.note = f"each PING {len(wire)} bytes on the wire, {len(raw):,} inflated"
         elif key == "h":
             base = pb.Send(notification_type="message", user_ids=[self.users[0]], template_values=TEMPLATE)
             head = base.SerializeToString(deterministic=True)
@@ -267,7 +286,7 @@ class Flood:
             alert = title + b"\x52\x00" * count
             raw = head + b"\x3a" + varint(len(alert)) + alert
             self.bodies.append((SEND, compress(raw), FLAG_ZSTD, 1 + len(raw) // 65536))
-            self.stats.first_error = f"loc_args per SEND: {count}"
+            self.stats.note = f"{count:,} loc_args per SEND, {len(raw):,} bytes inflated, {len(compress(raw))} on the wire"
         for _kind, body, _flags, _cost in self.bodies:
             if len(body) > 1_000_000:
                 raise ValueError(f"a flood frame of {len(body)} bytes")
@@ -329,9 +348,8 @@ class Flood:
                 self.stats.answer(code)
                 if code in ("RATE_LIMITED", "UNAVAILABLE") and error.retry_after_ms:
                     conn.paused_until = max(conn.paused_until, now + error.retry_after_ms / 1000)
-                if not self.stats.first_error or self.stats.first_error.startswith("loc_args"):
-                    self.stats.first_error += ("; " if self.stats.first_error else "") + \
-                        f"first ERROR: {code} {error.message[:100]!r}"
+                if code not in self.stats.first_errors:
+                    self.stats.first_errors[code] = error.message[:120]
             elif kind == GOODBYE and rid == 0:
                 self.stats.goodbyes += 1
             elif kind & 0x8000:
@@ -347,6 +365,7 @@ class Flood:
         self.prepare()
         sel = selectors.DefaultSelector()
         ready_said = False
+        started = time.monotonic()
         while not STOP:
             now = time.monotonic()
             for conn in conns:
@@ -357,8 +376,7 @@ class Flood:
                             self.stats.reconnects += 1
                         except OSError as error:
                             conn.reconnect_at = now + 0.5
-                            if not self.stats.first_error:
-                                self.stats.first_error = f"reconnect: {error}"
+                            self.stats.first_errors.setdefault("reconnect", str(error)[:120])
                     continue
                 self.fill(conn, now)
                 events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
@@ -367,7 +385,11 @@ class Flood:
                 elif events != conn.events:
                     sel.modify(conn.sock, events, conn)
                 conn.events = events
-            if not ready_said:
+            # In full swing: a flood with a total (a backlog) once every request of it is answered (the backlog
+            # exists), any other once its first requests are on their way.
+            answered = sum(self.stats.answers.values())
+            if not ready_said and (self.spec.total is None or answered >= self.spec.total or
+                                   time.monotonic() - started > 60):
                 say("READY")
                 ready_said = True
             for key, mask in sel.select(0.02):
@@ -416,16 +438,25 @@ class IdleFlood:
 
     def run(self) -> int:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft < self.spec.idle + 256:
+        wanted = self.spec.idle
+        if soft < wanted + 256:
+            if hard != resource.RLIM_INFINITY:
+                wanted = min(wanted, hard - 256)
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        if wanted < self.spec.idle:
+            self.stats.note = f"only {wanted} connections: this process may open {hard} files"
         sel = selectors.DefaultSelector()
         state: Dict[int, bytearray] = {}
-        to_open = self.spec.idle
+        to_open = wanted
         started = time.monotonic()
         ready_said = False
 
         def open_one() -> None:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            except OSError:
+                self.stats.connect_failures += 1
+                return
             sock.setblocking(False)
             err = sock.connect_ex(self.address)
             if err not in (0, 115, 11):  # EINPROGRESS, EAGAIN
@@ -462,7 +493,7 @@ class IdleFlood:
             for _ in range(min(to_open, 500)):
                 open_one()
                 to_open -= 1
-            if not ready_said and (self.stats.established >= 0.9 * self.spec.idle or
+            if not ready_said and (self.stats.established >= 0.9 * wanted or
                                    time.monotonic() - started > 5):
                 say("READY")
                 ready_said = True
@@ -627,12 +658,15 @@ class Victim:
             self.conn = None
 
     def call(self, kind: int, message, timeout: float) -> Tuple[Sample, Optional[Answer]]:
+        started = time.perf_counter()
         if self.conn is None:
+            # The long-lived connection was lost (a timeout closes it): the request waits for a new one, and a
+            # request that cannot get one failed after that long.
             failed = self.connect()
             self.reconnects += 1
             if failed is not None:
-                return Sample(0.0, f"reconnect failed ({failed[:60]})"), None
-        started = time.perf_counter()
+                return Sample((time.perf_counter() - started) * 1000, f"no connection ({failed[:60]})"), None
+            started = time.perf_counter()
         answer = self.conn.call(kind, message, timeout=timeout)
         ms = (time.perf_counter() - started) * 1000
         if answer.status == "ok":
@@ -703,12 +737,13 @@ class Victim:
                 raise SystemExit(f"noisy-neighbour: setup: REGISTER_DEVICE {user} -> {sample.status}")
             self.pool.append(user)
 
-    def round(self, seq: str, results: Dict[str, List[Sample]]) -> None:
-        results["HELLO"].append(self.hello())
-        results["PING"].append(self.ping())
-        results["REGISTER"].append(self.register(f"fp-r{seq}"))
-        results["SEND"].append(self.send(False))
-        results["SEND(wait)"].append(self.send(True))
+    def round(self, seq: str, results: Dict[str, List[Sample]], stop: Callable[[], bool] = lambda: False) -> None:
+        """One request of each kind, one at a time; `stop` is asked before each (the phase's hard cap)."""
+        for op, run in (("HELLO", self.hello), ("PING", self.ping), ("REGISTER", lambda: self.register(f"fp-r{seq}")),
+                        ("SEND", lambda: self.send(False)), ("SEND(wait)", lambda: self.send(True))):
+            if stop():
+                return
+            results[op].append(run())
 
 
 # --- the run -------------------------------------------------------------------------------------------
@@ -737,6 +772,12 @@ class Phase:
         self.idle_conns = 0
         self.misses: List[str] = []
         self.held = True
+        self.rounds = 0
+        self.capped = False
+        self.cpu_before = 0.0
+        self.pg_cpu_before = 0.0
+        self.busy_before = False
+        self.rss_start_kib = 0
 
     def p(self, op: str, q: float) -> float:
         return percentile([s.ms for s in self.samples[op]], q)
@@ -755,15 +796,19 @@ class Bench:
         self.quick = args.quick
         self.rounds = args.rounds or (15 if self.quick else 100)
         self.min_rounds = 3 if self.quick else 5
-        self.window = args.window or (8.0 if self.quick else 40.0)
+        # The rounds are spread over the window (one every window/rounds seconds); past it, rounds go on only up
+        # to min_rounds, and never past the hard cap (a flood that makes every request time out).
+        self.window = args.window or (6.0 if self.quick else 40.0)
+        self.hard_cap = 15.0 if self.quick else 150.0
         self.warmup = args.warmup if args.warmup is not None else (1.5 if self.quick else 2.0)
-        self.drain_cap = 15.0 if self.quick else 40.0
-        timeout = 10.0 if self.quick else 15.0
-        self.victim = Victim(self.address, args.victim_tenant, args.victim_credential, timeout,
-                             10.0 if self.quick else 20.0)
+        self.drain_cap = 20.0 if self.quick else 120.0
+        self.victim = Victim(self.address, args.victim_tenant, args.victim_credential,
+                             5.0 if self.quick else 15.0, 5.0 if self.quick else 20.0)
         self.harness_errors: List[str] = []
         self.relay_dead = ""
         self.pg_pid_file = args.pg_pid_file
+        self.psql_failed = False
+        self.recovery = ""
 
     # -- helpers --
     def relay_alive(self) -> bool:
@@ -777,67 +822,123 @@ class Bench:
                                   capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return done.stdout.strip() if done.returncode == 0 else None
+        if done.returncode != 0:
+            if not self.psql_failed:
+                self.psql_failed = True
+                say(f"noisy-neighbour: psql failed ({done.stderr.strip()[:200]}); draining by CPU only")
+            return None
+        return done.stdout.strip()
 
-    def cancel_attacker_jobs(self) -> int:
-        """CANCEL_JOB for every unfinished job of the attacker (found in PostgreSQL), over the wire."""
-        cancelled = 0
-        conn: Optional[Conn] = None
+    def cancel_jobs(self, ids: List[str]) -> Tuple[int, int]:
+        """CANCEL_JOB for each of `ids` as the attacker, up to 100 in flight: (cancelled, other answers)."""
+        cancelled = other = 0
+        conn = Conn(self.address, timeout=15)
+        try:
+            hello = conn.hello(self.args.attacker_tenant, self.args.attacker_credential, "noisy-drain", timeout=15)
+            if hello.status != "ok":
+                self.harness_errors.append(f"drain: the attacker's HELLO -> {hello}")
+                return 0, 0
+            todo = list(ids)
+            for _attempt in range(10):
+                if not todo:
+                    break
+                retry: List[str] = []
+                wait_ms = 0
+                for i in range(0, len(todo), 100):
+                    pending: Dict[int, str] = {}
+                    for job_id in todo[i:i + 100]:
+                        rid = conn.rid()
+                        conn.send(frame(CANCEL_JOB, rid, pb.CancelJob(job_id=job_id).SerializeToString()))
+                        pending[rid] = job_id
+                    deadline = time.monotonic() + 20
+                    while pending and time.monotonic() < deadline:
+                        got = conn.read_frame(max(0.0, deadline - time.monotonic()))
+                        if got is None:
+                            break
+                        _version, _flags, kind, rid, body = got
+                        if rid not in pending:
+                            continue
+                        job_id = pending.pop(rid)
+                        if kind == ERROR:
+                            error = pb.Error()
+                            error.ParseFromString(body)
+                            if error.code in (pb.RATE_LIMITED, pb.UNAVAILABLE):
+                                retry.append(job_id)
+                                wait_ms = max(wait_ms, error.retry_after_ms)
+                            else:
+                                other += 1
+                        else:
+                            cancelled += 1
+                    retry += list(pending.values())
+                todo = retry
+                if todo:
+                    time.sleep(max(0.1, wait_ms / 1000))
+        except OSError as error:  # Closed is an Exception: caught below
+            self.harness_errors.append(f"drain: CANCEL_JOB: {error}")
+        except Exception as error:  # noqa: BLE001
+            self.harness_errors.append(f"drain: CANCEL_JOB: {error.__class__.__name__}: {error}")
+        finally:
+            conn.close()
+        return cancelled, other
+
+    def drain(self, phase: Phase) -> None:
+        """The attacker's unfinished jobs cancelled; then until no page of an unfinished job is open and the relay and
+        PostgreSQL each use less than a quarter of a core (within the cap)."""
+        started = time.monotonic()
+        cancelled = other = 0
         for _pass in range(3):
             ids = self.psql(f"SELECT id FROM jobs WHERE tenant_id = '{self.args.attacker_tenant}' "
                             "AND finished_at IS NULL")
             if not ids:
                 break
-            if conn is None:
-                conn = Conn(self.address, timeout=15)
-                hello = conn.hello(self.args.attacker_tenant, self.args.attacker_credential, "noisy-drain", timeout=15)
-                if hello.status != "ok":
-                    conn.close()
-                    self.harness_errors.append(f"drain: attacker HELLO -> {hello}")
-                    return cancelled
-            for job_id in ids.split():
-                for _attempt in range(20):
-                    answer = conn.call(CANCEL_JOB, pb.CancelJob(job_id=job_id), timeout=15)
-                    if answer.status == "error" and answer.code == "RATE_LIMITED":
-                        time.sleep(max(0.05, answer.msg.retry_after_ms / 1000))
-                        continue
-                    break
-                if answer.status == "ok":
-                    cancelled += 1
-                elif answer.status in ("closed", "timeout"):
-                    conn.close()
-                    conn = None
-                    break
+            done, refused = self.cancel_jobs(ids.split())
+            cancelled, other = cancelled + done, other + refused
             time.sleep(0.3)
-        if conn is not None:
-            conn.close()
-        return cancelled
-
-    def drain(self, phase: Phase) -> None:
-        started = time.monotonic()
-        cancelled = self.cancel_attacker_jobs()
-        deadline = started + self.drain_cap
-        open_pages = None
-        while time.monotonic() < deadline:
-            open_pages = self.psql("SELECT count(*) FROM job_pages WHERE state IN ('pending', 'leased')")
-            cpu = relay_cpu_now(self.relay_pid, 0.5)
-            if (open_pages in (None, "0")) and cpu < 25:
-                break
+        unsettled = self.settle(started + self.drain_cap)
         phase.drain_s = time.monotonic() - started
-        phase.drain_note = f"{cancelled} attacker jobs cancelled" + (
-            f"; {open_pages} pages still open after the {self.drain_cap:g}s cap"
-            if open_pages not in (None, "0") else "")
+        phase.drain_note = f"{cancelled} attacker jobs cancelled" + (f", {other} not cancellable" if other else "")
+        if unsettled:
+            phase.drain_note += f"; NOT drained within the {self.drain_cap:g}s cap: {unsettled}"
+
+    def settle(self, deadline: float) -> str:
+        """Waits until no page of an unfinished job is open and the relay and PostgreSQL are quiet; "" when they
+        are by `deadline`, else what was still going on."""
+        open_pages: Optional[str] = None
+        cpu = pg_cpu = 0.0
+        while True:
+            open_pages = self.psql("SELECT count(*) FROM job_pages p JOIN jobs j ON j.id = p.job_id "
+                                   "WHERE p.state IN ('pending', 'leased') AND j.finished_at IS NULL")
+            window = Window(self.relay_pid, self.pg_pid_file)
+            time.sleep(0.5)
+            cpu, pg_cpu, _wall = window.close()
+            if open_pages in (None, "0") and cpu < BUSY_PERCENT and pg_cpu < BUSY_PERCENT:
+                return ""
+            if time.monotonic() >= deadline:
+                return (f"relay CPU {cpu:.0f}%, db {pg_cpu:.0f}%, "
+                        f"{open_pages if open_pages is not None else '?'} open pages")
 
     def take_rounds(self, phase: Phase) -> None:
         started = time.monotonic()
+        interval = self.window / self.rounds
+
+        def over_cap() -> bool:
+            return time.monotonic() - started > self.hard_cap
+
         rounds = 0
-        while rounds < self.rounds and not (time.monotonic() - started > self.window and rounds >= self.min_rounds):
-            self.victim.round(f"{phase.key}{rounds:03d}", phase.samples)
+        while rounds < self.rounds and not over_cap():
+            elapsed = time.monotonic() - started
+            if elapsed > self.window and rounds >= self.min_rounds:
+                break
+            if elapsed < rounds * interval:
+                time.sleep(rounds * interval - elapsed)
+            self.victim.round(f"{phase.key}{rounds:03d}", phase.samples, over_cap)
             rounds += 1
+            phase.rounds = rounds
             if not self.relay_alive():
                 self.relay_dead = f"the relay (pid {self.relay_pid}) died during phase {phase.name}"
                 return
-            time.sleep(0.02)
+        phase.rounds = rounds
+        phase.capped = over_cap()
 
     def start_flood(self, spec: FloodSpec) -> subprocess.Popen:
         argv = [sys.executable, os.path.abspath(__file__), "--flood", spec.key, "--address", self.args.address,
@@ -846,16 +947,11 @@ class Bench:
         if self.quick:
             argv.append("--quick")
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        line = ""
-        while time.monotonic() < deadline:
-            line = child.stdout.readline()
-            if not line or line.startswith("READY") or line.startswith("FLOOD-ERROR"):
-                break
+        line = child.stdout.readline()  # READY, or FLOOD-ERROR and the end (the child says READY within 60 s)
         if not line.startswith("READY"):
             child.kill()
-            child.wait()
-            raise RuntimeError(f"flood {spec.name} did not start: {line.strip() or 'no output'}")
+            rest, _ = child.communicate()
+            raise RuntimeError(f"flood {spec.name} did not start: {(line + rest).strip()[:300] or 'no output'}")
         return child
 
     def stop_flood(self, child: subprocess.Popen, spec: FloodSpec) -> Dict:
@@ -874,6 +970,11 @@ class Bench:
         phase = Phase(spec.key if spec else "-", spec.name if spec else "alone",
                       spec.what if spec else "the victim alone")
         say(f"noisy-neighbour: phase {phase.key} {phase.name}: {phase.what}")
+        before = Window(self.relay_pid, self.pg_pid_file)
+        time.sleep(0.5)
+        phase.cpu_before, phase.pg_cpu_before, _wall = before.close()
+        phase.busy_before = max(phase.cpu_before, phase.pg_cpu_before) > BUSY_PERCENT
+        phase.rss_start_kib = rss_kib(self.relay_pid) or 0
         flood_started = time.monotonic()
         child = self.start_flood(spec) if spec else None
         try:
@@ -946,18 +1047,23 @@ class Bench:
         titles = ["phase"] + [f"{op} p50/p99 xN" for op in OPS] + ["RSS peak/bound", "CPU%", "db CPU%", "target"]
         lines.append("  ".join(t.ljust(w) for t, w in zip(titles, widths)).rstrip())
         for phase in self.phases:
-            name = f"{phase.key} {phase.name}" if phase.key != "-" else "alone"
+            name = (f"{phase.key} {phase.name}" if phase.key != "-" else "alone") + ("*" if phase.busy_before else "")
             rss = f"{phase.rss_peak_kib / 1024:.0f}" + (f"/{phase.rss_bound_kib / 1024:.0f} MiB"
                                                          if phase.rss_bound_kib else " MiB")
             cells = [name] + [self.cell(alone, phase, op) for op in OPS] + [
                 rss, f"{phase.cpu:.0f}", f"{phase.pg_cpu:.0f}", "held" if phase.held else "MISSED"]
             lines.append("  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
+        if any(p.busy_before for p in self.phases):
+            lines.append(f"* the relay or PostgreSQL still used more than {BUSY_PERCENT:g}% of a core when the phase "
+                         "began (the previous flood's work outlasted its drain): the row is not the flood's alone")
         lines.append("")
         lines.append("per phase: victim samples, the attacker's answers, the misses")
         for phase in self.phases:
             name = f"{phase.key} {phase.name}" if phase.key != "-" else "alone"
-            n = len(phase.samples["PING"])
-            parts = [f"{n} rounds in {phase.wall:.1f}s"]
+            parts = [f"{phase.rounds} victim rounds in {phase.wall:.1f}s" +
+                     (f" (stopped at the {self.hard_cap:g}s cap)" if phase.capped else "")
+                     + f"; before it the relay used {phase.cpu_before:.0f}% CPU, db {phase.pg_cpu_before:.0f}%, "
+                     f"RSS {phase.rss_start_kib / 1024:.0f} MiB"]
             if phase.attacker:
                 a = phase.attacker
                 answers = ", ".join(f"{k} {v}" for k, v in sorted(a.get("answers", {}).items(), key=lambda kv: -kv[1]))
@@ -973,8 +1079,10 @@ class Bench:
                                  f"read), answers: {answers or 'none'}"
                                  + (f"; connection errors: {conn_errors}" if conn_errors else "")
                                  + (f"; closed {a['closed']}, reconnected {a['reconnects']}" if a.get("closed") else ""))
-                if a.get("first_error"):
-                    parts.append(a["first_error"])
+                if a.get("note"):
+                    parts.append(a["note"])
+                for code, message in a.get("first_errors", {}).items():
+                    parts.append(f"first {code}: {message!r}")
             if phase.drain_note:
                 parts.append(f"drained in {phase.drain_s:.1f}s ({phase.drain_note})")
             lines.append(f"  {name}: " + "; ".join(parts))
@@ -992,7 +1100,8 @@ class Bench:
         self.victim.setup(args.pool)
         warm: Dict[str, List[Sample]] = {op: [] for op in OPS}
         for i in range(5):
-            self.victim.round(f"w{i}", warm)
+            self.victim.round(f"w{i}", warm)  # first connections, pools and caches: not measured
+        self.settle(time.monotonic() + 20)
         specs = flood_specs(self.quick)
         if args.only:
             specs = [s for s in specs if s.key in args.only.split(",") or s.name in args.only.split(",")]
@@ -1020,9 +1129,18 @@ class Bench:
                 break
         self.sampler.stopping.set()
         if not self.relay_dead and self.relay_alive():
-            ok = self.victim.hello()
+            # Alive; it must also answer again once the last flood's work is done (a busy relay is a missed
+            # target, shown above; a relay that never answers again is broken).
+            began = time.monotonic()
+            while True:
+                ok = self.victim.hello()
+                if ok.status == "ok" or time.monotonic() > began + RECOVERY_SECONDS or not self.relay_alive():
+                    break
+                time.sleep(1)
+            self.recovery = f"the relay answered a fresh HELLO {time.monotonic() - began:.1f}s after the last drain"
             if ok.status != "ok":
-                self.relay_dead = f"the relay does not answer a HELLO at the end ({ok.status})"
+                self.relay_dead = (f"the relay did not answer a HELLO within {RECOVERY_SECONDS:g}s after the last "
+                                   f"flood ({ok.status})")
         elif not self.relay_dead:
             self.relay_dead = f"the relay (pid {self.relay_pid}) died"
         self.victim.close()
@@ -1039,10 +1157,16 @@ class Bench:
                   f"(alone peak + {args.rss_slack_mib:g} MiB + {CONNECTION_BOUND_MIB:g} MiB per attacker connection "
                   f"+ {IDLE_BOUND_KIB:g} KiB per idle one)",
                   "# CPU% = relay (its in-process APNs simulator included), db CPU% = PostgreSQL, as % of one core "
-                  "during the victim's rounds", ""]
+                  "during the victim's rounds",
+                  "# victim rounds: HELLO on a fresh connection; PING, REGISTER (a new device), SEND to one user, "
+                  "SEND(wait) to one device on one long-lived connection",
+                  "# floods (the attacker's own credential, within the documented limits, RATE_LIMITED honoured): "
+                  + "; ".join(f"{s.key} {s.what}" for s in specs), ""]
         lines = self.report(header) if self.phases else list(header)
         missed = [p for p in self.phases if not p.held]
         lines.append("")
+        if self.recovery:
+            lines.append(f"noisy-neighbour: {self.recovery}")
         lines.append(f"noisy-neighbour: {len(self.phases)} phases measured, {held_phases} held the target, "
                      f"{len(missed)} missed" + (f" ({', '.join(p.name for p in missed)})" if missed else ""))
         for error in self.harness_errors:

@@ -36,6 +36,8 @@
 #      fan-out, the relay restarted during the outage: every notification held, then delivered, none lost, with
 #      its accounting) and Ops/scenarios/silent-failures.sh (a wrong key id, a tenant without a key, a wrong master
 #      key: each in /status, a metric, a log line and an alert fired by a real Prometheus)
+#  11. Ops/bench/bench-noisy-neighbour.sh --quick: the noisy-neighbour figures (issue 40) in the log; a missed target
+#      does not fail the run, a relay that crashes or stops answering does
 #
 # Environment:
 #   PUSHRELAY_SCRATCH_PATH  build directory to use instead of ./.build (passed as --scratch-path)
@@ -209,6 +211,10 @@ PUSHRELAY_BIN="$bin" OUTAGE_DEVICES="${OUTAGE_DEVICES:-100000}" OUTAGE_SECONDS="
 step="silent-failures"
 log "Ops/scenarios/silent-failures.sh"
 PUSHRELAY_BIN="$bin" bash "$ROOT/Ops/scenarios/silent-failures.sh"
+
+step="noisy-neighbour"
+log "Ops/bench/bench-noisy-neighbour.sh --quick"
+PUSHRELAY_BIN="$bin" bash "$ROOT/Ops/bench/bench-noisy-neighbour.sh" --quick
 
 step="done"
 printf '
