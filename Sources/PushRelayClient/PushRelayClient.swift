@@ -80,10 +80,14 @@ public actor PushRelayClient {
         try await call(.unregisterDevice, request)
     }
 
-    /// A user's devices.
-    public func listDevices(userID: String) async throws(PushRelayClientError) -> Pushrelay_V1_DeviceList {
+    /// A page of a user's devices, at most `limit` (0: 100), after `cursor` (the `nextCursor` of the page before).
+    public func listDevices(
+        userID: String, limit: UInt32 = 0, cursor: String = ""
+    ) async throws(PushRelayClientError) -> Pushrelay_V1_DeviceList {
         var request = Pushrelay_V1_ListDevices()
         request.userID = userID
+        request.limit = limit
+        request.cursor = cursor
         return try await call(.listDevices, request)
     }
 

@@ -23,8 +23,12 @@ public enum FieldRules {
     public static let latestExpirationSeconds: Int64 = 253_402_300_799
     /// Longest presence, in seconds: 7 days.
     public static let maximumPresenceSeconds: UInt32 = 604_800
-    /// Most rows one QUERY_DELIVERIES returns.
+    /// Most rows one QUERY_DELIVERIES or LIST_DEVICES returns.
     public static let maximumQueryLimit: UInt32 = 1_000
+    /// Rows one QUERY_DELIVERIES or LIST_DEVICES returns when its `limit` is 0.
+    public static let defaultQueryLimit: UInt32 = 100
+    /// Longest `cursor` of a paged request, in bytes: a `next_cursor` the relay gave is never longer.
+    public static let maximumCursorBytes = 1_024
     /// Most topics one device subscribes to, and most preferences one SET_PREFERENCES sets.
     public static let maximumListCount = 256
 
@@ -123,8 +127,28 @@ public struct FieldChecker: Sendable {
         }
     }
 
+    /// A paged request's `cursor`: empty, or up to ``FieldRules/maximumCursorBytes`` of base64url (what a
+    /// `next_cursor` is); whether it names a place in the answer is for the relay to say when it reads it.
+    public func cursor(_ value: String, _ field: String) throws(ProtocolError) {
+        guard value.utf8.count <= FieldRules.maximumCursorBytes else {
+            throw fail(field, "\(field) is at most \(FieldRules.maximumCursorBytes) bytes, not \(value.utf8.count)")
+        }
+        guard value.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0.isASCIIAlphanumeric })
+        else {
+            throw fail(field, "\(field) is a next_cursor the relay gave, unchanged")
+        }
+    }
+
     /// A condition on the request as a whole or on one field, with the message when it fails.
     public func require(_ condition: Bool, _ field: String, _ message: String) throws(ProtocolError) {
         guard condition else { throw field.isEmpty ? .invalidArgument(request, message) : fail(field, message) }
+    }
+}
+
+extension UInt8 {
+    /// Whether the byte is an ASCII letter or digit.
+    fileprivate var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
     }
 }

@@ -78,7 +78,10 @@ extension Pushrelay_V1_UnregisterDevice: ValidatedRequest {
 extension Pushrelay_V1_ListDevices: ValidatedRequest {
     /// Checks the fields of a `ListDevices` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
-        try FieldChecker("list_devices").id(userID, "user_id")
+        let check = FieldChecker("list_devices")
+        try check.id(userID, "user_id")
+        try check.number(limit, "limit", in: 0...FieldRules.maximumQueryLimit)
+        try check.cursor(cursor, "cursor")
     }
 }
 
@@ -182,6 +185,7 @@ extension Pushrelay_V1_QueryDeliveries: ValidatedRequest {
         try check.require(fromMs >= 0, "from_ms", "from_ms is a Unix time in milliseconds, 0 or later")
         try check.require(toMs >= 0, "to_ms", "to_ms is a Unix time in milliseconds, 0 or later")
         try check.number(limit, "limit", in: 0...FieldRules.maximumQueryLimit)
+        try check.cursor(cursor, "cursor")
         let filters = [!jobID.isEmpty, !userID.isEmpty, !token.isEmpty, fromMs != 0 || toMs != 0]
         try check.require(
             filters.count(where: { $0 }) == 1, "", "give exactly one of job_id, user_id, token or from_ms/to_ms")

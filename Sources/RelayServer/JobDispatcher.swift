@@ -17,8 +17,12 @@ final class JobDispatcher: Sendable {
     /// Each tenant's share of the database: a SEND's steps take a slot each.
     private let statements: TenantStatementGate
 
-    /// How often a caller waiting for its job looks at the job's progress.
-    static let waitPollInterval: Duration = .milliseconds(20)
+    /// How long a caller waiting for its job waits at first for a signal (``JobSignal``) before it looks at the job's
+    /// progress anyway (a page done by another relay process is not signalled); doubled after each look, up to
+    /// ``longestWaitPause``.
+    static let firstWaitPause: Duration = .milliseconds(10)
+    /// The longest a waiting caller goes without looking at its job.
+    static let longestWaitPause: Duration = .milliseconds(250)
 
     init(store: RelayStore, worker: FanOutWorker, pools: PoolRegistry, statements: TenantStatementGate) {
         self.store = store
@@ -135,6 +139,7 @@ final class JobDispatcher: Sendable {
     /// Waits until the job is finished, or planned with only pages for later left (scheduled per time zone,
     /// or deferred by quiet hours).
     private func waitForDueDevices(tenant: String, jobID: String) async throws(ProtocolError) -> JobProgress {
+        var pause = Self.firstWaitPause
         while true {
             let progress = try await statements.run(tenant: tenant) { () async throws(ProtocolError) in
                 do throws(RelayStoreError) {
@@ -149,7 +154,8 @@ final class JobDispatcher: Sendable {
             {
                 return progress
             }
-            try? await Task.sleep(for: Self.waitPollInterval)
+            await worker.jobSignal.wait(for: jobID, timeout: pause)
+            pause = min(pause * 2, Self.longestWaitPause)
         }
     }
 

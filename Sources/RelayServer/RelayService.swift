@@ -258,9 +258,16 @@ public final class RelayService: Sendable {
         _ request: Pushrelay_V1_ListDevices,
         tenant: String
     ) async throws(ProtocolError) -> Pushrelay_V1_DeviceList {
+        let limit = request.limit == 0 ? Int(FieldRules.defaultQueryLimit) : Int(request.limit)
+        let key = try PageCursor.deviceKey(request.cursor, field: "list_devices.cursor")
         do {
+            // One more than asked says whether a next page exists.
+            let devices = try await store.devices(tenant: tenant, user: request.userID, limit: limit + 1, after: key)
             var answer = Pushrelay_V1_DeviceList()
-            answer.devices = try await store.devices(tenant: tenant, user: request.userID).map(Pushrelay_V1_Device.init)
+            answer.devices = devices.prefix(limit).map(Pushrelay_V1_Device.init)
+            if devices.count > limit, let last = devices.prefix(limit).last {
+                answer.nextCursor = PageCursor.after(last)
+            }
             return answer
         } catch {
             throw ProtocolError(error)
@@ -296,29 +303,32 @@ public final class RelayService: Sendable {
         _ request: Pushrelay_V1_QueryDeliveries,
         tenant: String
     ) async throws(ProtocolError) -> Pushrelay_V1_DeliveryList {
-        let limit = request.limit == 0 ? 100 : Int(request.limit)
+        let limit = request.limit == 0 ? Int(FieldRules.defaultQueryLimit) : Int(request.limit)
+        let key = try PageCursor.deliveryKey(request.cursor, field: "query_deliveries.cursor")
         let rows: [DeliveryRecord]
+        // One more than asked says whether a next page exists.
         do {
             if !request.jobID.isEmpty {
-                rows = try await store.deliveries(tenant: tenant, job: request.jobID, limit: limit)
+                rows = try await store.deliveries(tenant: tenant, job: request.jobID, limit: limit + 1, after: key)
             } else if !request.userID.isEmpty {
-                rows = try await store.deliveries(tenant: tenant, user: request.userID, limit: limit)
+                rows = try await store.deliveries(tenant: tenant, user: request.userID, limit: limit + 1, after: key)
             } else if !request.token.isEmpty {
-                rows = try await store.deliveries(tenant: tenant, token: request.token, limit: limit)
+                rows = try await store.deliveries(tenant: tenant, token: request.token, limit: limit + 1, after: key)
             } else {
                 // A bound past the calendar's end means "until the end": no row is later.
                 let latest = FieldRules.latestMilliseconds
                 rows = try await store.deliveries(
                     tenant: tenant, from: Date(unixMilliseconds: min(request.fromMs, latest)),
-                    to: Date(unixMilliseconds: min(request.toMs, latest)),
-                    limit: limit
-                )
+                    to: Date(unixMilliseconds: min(request.toMs, latest)), limit: limit + 1, after: key)
             }
         } catch {
             throw ProtocolError(error)
         }
         var answer = Pushrelay_V1_DeliveryList()
-        answer.deliveries = rows.map(Pushrelay_V1_Delivery.init)
+        answer.deliveries = rows.prefix(limit).map(Pushrelay_V1_Delivery.init)
+        if rows.count > limit, let last = rows.prefix(limit).last {
+            answer.nextCursor = PageCursor.after(last)
+        }
         return answer
     }
 

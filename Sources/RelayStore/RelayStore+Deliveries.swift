@@ -133,78 +133,103 @@ extension RelayStore {
         }
     }
 
-    /// The attempts of job `job` in `tenant`, the latest first, at most `limit`.
-    public func deliveries(tenant: String, job: String, limit: Int = 1_000) async throws(RelayStoreError)
-        -> [DeliveryRecord]
-    {
-        try await deliveryRows(
-            """
-            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
-            WHERE tenant_id = \(tenant) AND job_id = \(job)
-            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
-            """
-        )
+    /// The attempts of job `job` in `tenant`, the latest first, at most `limit`, after `key` (the page before's last
+    /// row) when given.
+    public func deliveries(
+        tenant: String, job: String, limit: Int = 1_000, after key: DeliveryKey? = nil
+    ) async throws(RelayStoreError) -> [DeliveryRecord] {
+        try await deliveryRows(Self.jobDeliveries(tenant: tenant, job: job, limit: limit, after: key))
     }
 
-    /// The attempts to `user`'s devices in `tenant`, the latest first, at most `limit`.
-    public func deliveries(tenant: String, user: String, limit: Int = 1_000) async throws(RelayStoreError)
-        -> [DeliveryRecord]
-    {
-        try await deliveryRows(
+    /// The statement of ``deliveries(tenant:job:limit:after:)``: the index `deliveries_job` reads the job's rows only.
+    static func jobDeliveries(tenant: String, job: String, limit: Int, after key: DeliveryKey?) -> PostgresQuery {
+        var query = DeliveryQuery(tenant: tenant, key: key)
+        let job = query.bind(job)
+        let after = query.afterKey(of: "d")
+        return query.sql(
             """
-            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
-            WHERE hashtextextended(user_id, 0) = hashtextextended(\(user), 0) AND user_id = \(user)
-              AND tenant_id = \(tenant)
-            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
-            """
-        )
+            SELECT \(Self.deliveryColumns) FROM deliveries d
+            WHERE d.tenant_id = $1 AND d.job_id = \(job) AND \(after)
+            ORDER BY \(DeliveryQuery.order(of: "d")) LIMIT \(limit)
+            """)
     }
 
-    /// The attempts to device `token` in `tenant`, the latest first, at most `limit`.
+    /// The attempts to `user`'s devices in `tenant`, the latest first, at most `limit`, after `key` when given.
+    public func deliveries(
+        tenant: String, user: String, limit: Int = 1_000, after key: DeliveryKey? = nil
+    ) async throws(RelayStoreError) -> [DeliveryRecord] {
+        var query = DeliveryQuery(tenant: tenant, key: key)
+        let user = query.bind(user)
+        let after = query.afterKey(of: "d")
+        return try await deliveryRows(
+            query.sql(
+                """
+                SELECT \(Self.deliveryColumns) FROM deliveries d
+                WHERE hashtextextended(d.user_id, 0) = hashtextextended(\(user), 0) AND d.user_id = \(user)
+                  AND d.tenant_id = $1 AND \(after)
+                ORDER BY \(DeliveryQuery.order(of: "d")) LIMIT \(limit)
+                """))
+    }
+
+    /// The attempts to device `token` in `tenant`, the latest first, at most `limit`, after `key` when given.
     ///
     /// They are found through the users a device row of `tenant` paired with `token` (now, or within the
     /// retention: `token_users`), by the index of their users' rows (`deliveries_user_hash`): there is no index on
     /// the token of a delivery. A row recorded for a pair no device ever held (only
     /// ``recordDeliveries(_:batchSize:)`` called directly writes one) is not found.
-    public func deliveries(tenant: String, token: String, limit: Int = 1_000) async throws(RelayStoreError)
-        -> [DeliveryRecord]
-    {
-        let token = token.lowercased()
+    public func deliveries(
+        tenant: String, token: String, limit: Int = 1_000, after key: DeliveryKey? = nil
+    ) async throws(RelayStoreError) -> [DeliveryRecord] {
+        var query = DeliveryQuery(tenant: tenant, key: key)
+        let token = query.bind(token.lowercased())
+        let after = query.afterKey(of: "d")
         return try await deliveryRows(
-            """
-            SELECT attempts.* FROM (
-                SELECT user_id FROM token_users WHERE tenant_id = \(tenant) AND token = \(token)
-                UNION
-                SELECT user_id FROM devices WHERE tenant_id = \(tenant) AND token = \(token)
-            ) users CROSS JOIN LATERAL (
-                SELECT \(unescaped: Self.deliveryColumns) FROM deliveries d
-                WHERE hashtextextended(d.user_id, 0) = hashtextextended(users.user_id, 0)
-                  AND d.user_id = users.user_id AND d.tenant_id = \(tenant) AND d.token = \(token)
-                ORDER BY d.sent_at DESC, d.attempt DESC LIMIT \(limit)
-            ) attempts
-            ORDER BY attempts.sent_at DESC, attempts.attempt DESC LIMIT \(limit)
-            """
-        )
+            query.sql(
+                """
+                SELECT attempts.* FROM (
+                    SELECT user_id FROM token_users WHERE tenant_id = $1 AND token = \(token)
+                    UNION
+                    SELECT user_id FROM devices WHERE tenant_id = $1 AND token = \(token)
+                ) users CROSS JOIN LATERAL (
+                    SELECT \(Self.deliveryColumns) FROM deliveries d
+                    WHERE hashtextextended(d.user_id, 0) = hashtextextended(users.user_id, 0)
+                      AND d.user_id = users.user_id AND d.tenant_id = $1 AND d.token = \(token)
+                      AND \(after)
+                    ORDER BY \(DeliveryQuery.order(of: "d")) LIMIT \(limit)
+                ) attempts
+                ORDER BY \(DeliveryQuery.order(of: "attempts")) LIMIT \(limit)
+                """))
     }
 
-    /// The attempts in `tenant` sent from `from` (included) to `to` (excluded), the latest first, at most `limit`.
-    public func deliveries(tenant: String, from: Date, to: Date, limit: Int = 1_000) async throws(RelayStoreError)
-        -> [DeliveryRecord]
-    {
-        try await deliveryRows(
+    /// The attempts in `tenant` sent from `from` (included) to `to` (excluded), the latest first, at most `limit`,
+    /// after `key` when given.
+    public func deliveries(
+        tenant: String, from: Date, to: Date, limit: Int = 1_000, after key: DeliveryKey? = nil
+    ) async throws(RelayStoreError) -> [DeliveryRecord] {
+        try await deliveryRows(Self.timeRangeDeliveries(tenant: tenant, from: from, to: to, limit: limit, after: key))
+    }
+
+    /// The statement of ``deliveries(tenant:from:to:limit:after:)``: the index `deliveries_tenant_sent` reads only
+    /// the tenant's rows, from the newest (or the key) down.
+    static func timeRangeDeliveries(
+        tenant: String, from: Date, to: Date, limit: Int, after key: DeliveryKey?
+    ) -> PostgresQuery {
+        var query = DeliveryQuery(tenant: tenant, key: key)
+        let (from, to) = (query.bind(from), query.bind(to))
+        let after = query.afterKey(of: "d")
+        return query.sql(
             """
-            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries
-            WHERE tenant_id = \(tenant) AND sent_at >= \(from) AND sent_at < \(to)
-            ORDER BY sent_at DESC, attempt DESC LIMIT \(limit)
-            """
-        )
+            SELECT \(Self.deliveryColumns) FROM deliveries d
+            WHERE d.tenant_id = $1 AND d.sent_at >= \(from) AND d.sent_at < \(to) AND \(after)
+            ORDER BY \(DeliveryQuery.order(of: "d")) LIMIT \(limit)
+            """)
     }
 
     // MARK: - Helpers
 
     static let deliveryColumns = """
-        tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt::int8, sent_at, answered_at, \
-        latency_ms::int8
+        d.tenant_id, d.job_id, d.user_id, d.token, d.apns_id, d.outcome, d.reason, d.attempt::int8, d.sent_at, \
+        d.answered_at, d.latency_ms::int8
         """
 
     /// Refuses records of a tenant that does not exist (the table has no foreign key: checking it per row

@@ -200,15 +200,21 @@ extension RelayStore {
         )
     }
 
-    /// The devices of `user` in `tenant`, active or not, the most recently registered first.
-    public func devices(tenant: String, user: String) async throws(RelayStoreError) -> [DeviceRecord] {
+    /// The devices of `user` in `tenant`, active or not, the most recently registered first (then by token,
+    /// descending), at most `limit`, after `key` (the page before's last device) when given.
+    public func devices(
+        tenant: String, user: String, limit: Int = 1_000, after key: DeviceKey? = nil
+    ) async throws(RelayStoreError) -> [DeviceRecord] {
+        let micros = key?.registeredAtMicroseconds ?? 0
         return try await mappingErrors {
             return try await Self.deviceRows(
                 database.query(
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND user_id = \(user)
-                    ORDER BY registered_at DESC, token
+                      AND (\(key == nil) OR (registered_at, token)
+                        < ('epoch'::timestamptz + \(micros)::int8 * interval '1 microsecond', \(key?.token ?? "")::text))
+                    ORDER BY registered_at DESC, token DESC LIMIT \(limit)
                     """,
                     logger: logger
                 )

@@ -82,7 +82,7 @@ extension Pushrelay_V1_UnregisterDevice: FramedRequest {
 extension Pushrelay_V1_ListDevices: FramedRequest {
     static var frameKind: FrameKind { .listDevices }
     static var fieldName: String { "list_devices" }
-    static var fieldCount: Int { 1 }
+    static var fieldCount: Int { 3 }
 }
 
 extension Pushrelay_V1_Send: FramedRequest {
@@ -112,7 +112,7 @@ extension Pushrelay_V1_ListNotificationTypes: FramedRequest {
 extension Pushrelay_V1_QueryDeliveries: FramedRequest {
     static var frameKind: FrameKind { .queryDeliveries }
     static var fieldName: String { "query_deliveries" }
-    static var fieldCount: Int { 6 }
+    static var fieldCount: Int { 7 }
 }
 
 extension Pushrelay_V1_SetPreferences: FramedRequest {

@@ -84,7 +84,9 @@ import Testing
         var tuning = FanOutTuning.standard
         tuning.minimumSendsInFlight = 80
         tuning.maximumSendsInFlight = 80
-        tuning.pageLoops = 8
+        // Eight loops share the window: seven page loops and the opening pages' one.
+        tuning.pageLoops = 7
+        tuning.openingPageLoops = 1
         let window = SharedSendWindow(tuning)
         // A page of 3 devices claims 3; seven pages of many claim a share of 10 each.
         #expect(window.join(upTo: 3) == 3)

@@ -179,9 +179,9 @@ class RelayClient:
         """UNREGISTER_DEVICE: remove by ``token``, or by ``user_id`` and ``platform``."""
         return self._call(self._client.unregister_device(token=token, user_id=user_id, platform=platform))
 
-    def list_devices(self, *, user_id: str) -> pb.DeviceList:
-        """LIST_DEVICES: the user's devices."""
-        return self._call(self._client.list_devices(user_id=user_id))
+    def list_devices(self, *, user_id: str, limit: int = 0, cursor: str = "") -> pb.DeviceList:
+        """LIST_DEVICES: a page of the user's devices (``next_cursor`` of the answer asks for the next)."""
+        return self._call(self._client.list_devices(user_id=user_id, limit=limit, cursor=cursor))
 
     def send(
         self,
@@ -258,11 +258,13 @@ class RelayClient:
         from_ms: int = 0,
         to_ms: int = 0,
         limit: int = 0,
+        cursor: str = "",
     ) -> pb.DeliveryList:
-        """QUERY_DELIVERIES: recorded APNs attempts by exactly one of job, user, token or time range."""
+        """QUERY_DELIVERIES: a page of recorded APNs attempts by exactly one of job, user, token or time range
+        (``next_cursor`` of the answer, passed as ``cursor`` with the same filter, asks for the next)."""
         return self._call(
             self._client.query_deliveries(
-                job_id=job_id, user_id=user_id, token=token, from_ms=from_ms, to_ms=to_ms, limit=limit
+                job_id=job_id, user_id=user_id, token=token, from_ms=from_ms, to_ms=to_ms, limit=limit, cursor=cursor
             )
         )
 

@@ -551,9 +551,10 @@ class AsyncRelayClient:
         message = pb.UnregisterDevice(token=token, user_id=user_id, platform=platform)
         return await self._call(Kind.UNREGISTER_DEVICE, message, pb.UnregisterDeviceResult)
 
-    async def list_devices(self, *, user_id: str) -> pb.DeviceList:
-        """LIST_DEVICES: the user's devices."""
-        return await self._call(Kind.LIST_DEVICES, pb.ListDevices(user_id=user_id), pb.DeviceList)
+    async def list_devices(self, *, user_id: str, limit: int = 0, cursor: str = "") -> pb.DeviceList:
+        """LIST_DEVICES: a page of the user's devices (``next_cursor`` of the answer asks for the next)."""
+        message = pb.ListDevices(user_id=user_id, limit=limit, cursor=cursor)
+        return await self._call(Kind.LIST_DEVICES, message, pb.DeviceList)
 
     async def send(
         self,
@@ -642,10 +643,12 @@ class AsyncRelayClient:
         from_ms: int = 0,
         to_ms: int = 0,
         limit: int = 0,
+        cursor: str = "",
     ) -> pb.DeliveryList:
-        """QUERY_DELIVERIES: recorded APNs attempts by exactly one of job, user, token or time range."""
+        """QUERY_DELIVERIES: a page of recorded APNs attempts by exactly one of job, user, token or time range
+        (``next_cursor`` of the answer, passed as ``cursor`` with the same filter, asks for the next)."""
         message = pb.QueryDeliveries(
-            job_id=job_id, user_id=user_id, token=token, from_ms=from_ms, to_ms=to_ms, limit=limit
+            job_id=job_id, user_id=user_id, token=token, from_ms=from_ms, to_ms=to_ms, limit=limit, cursor=cursor
         )
         return await self._call(Kind.QUERY_DELIVERIES, message, pb.DeliveryList)
 

@@ -125,10 +125,12 @@ class Delivery(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., token: _Optional[str] = ..., apns_id: _Optional[str] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., attempt: _Optional[int] = ..., sent_at_ms: _Optional[int] = ..., answered_at_ms: _Optional[int] = ..., latency_ms: _Optional[int] = ...) -> None: ...
 
 class DeliveryList(_message.Message):
-    __slots__ = ["deliveries"]
+    __slots__ = ["deliveries", "next_cursor"]
     DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     deliveries: _containers.RepeatedCompositeFieldContainer[Delivery]
-    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ...) -> None: ...
+    next_cursor: str
+    def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ["active", "app_version", "device_id", "environment", "invalidated_at_ms", "locale", "platform", "registered_at_ms", "time_zone", "token", "topics", "user_id"]
@@ -159,10 +161,12 @@ class Device(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., platform: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., device_id: _Optional[str] = ..., app_version: _Optional[str] = ..., locale: _Optional[str] = ..., time_zone: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., active: bool = ..., registered_at_ms: _Optional[int] = ..., invalidated_at_ms: _Optional[int] = ...) -> None: ...
 
 class DeviceList(_message.Message):
-    __slots__ = ["devices"]
+    __slots__ = ["devices", "next_cursor"]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[Device]
-    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ...) -> None: ...
+    next_cursor: str
+    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class DeviceOutcome(_message.Message):
     __slots__ = ["apns_id", "attempts", "environment", "invalidated_at_ms", "outcome", "reason", "token", "user_id"]
@@ -295,10 +299,14 @@ class JobStatus(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListDevices(_message.Message):
-    __slots__ = ["user_id"]
+    __slots__ = ["cursor", "limit", "user_id"]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
+    limit: int
     user_id: str
-    def __init__(self, user_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class ListMutes(_message.Message):
     __slots__ = ["user_id"]
@@ -383,20 +391,22 @@ class Presence(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., thread_id: _Optional[str] = ..., until_ms: _Optional[int] = ...) -> None: ...
 
 class QueryDeliveries(_message.Message):
-    __slots__ = ["from_ms", "job_id", "limit", "to_ms", "token", "user_id"]
+    __slots__ = ["cursor", "from_ms", "job_id", "limit", "to_ms", "token", "user_id"]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
     FROM_MS_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     TO_MS_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
+    cursor: str
     from_ms: int
     job_id: str
     limit: int
     to_ms: int
     token: str
     user_id: str
-    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., token: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., token: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class RegisterDevice(_message.Message):
     __slots__ = ["app_version", "device_id", "environment", "locale", "platform", "time_zone", "token", "topics", "user_id"]

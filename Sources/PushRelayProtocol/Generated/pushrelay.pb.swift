@@ -618,12 +618,19 @@ public nonisolated struct Pushrelay_V1_UnregisterDeviceResult: Sendable {
 }
 
 /// LIST_DEVICES (kind 0x0012) -> LIST_DEVICES_OK (kind 0x8012, DeviceList).
+/// The user's devices, the most recently registered first, in pages of `limit`.
 public nonisolated struct Pushrelay_V1_ListDevices: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
   public var userID: String = String()
+
+  /// At most this many devices; 0 means 100; at most 1000.
+  public var limit: UInt32 = 0
+
+  /// The next_cursor of the page before, for the devices after it; empty for the first page.
+  public var cursor: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -636,6 +643,9 @@ public nonisolated struct Pushrelay_V1_DeviceList: Sendable {
   // methods supported on all messages.
 
   public var devices: [Pushrelay_V1_Device] = []
+
+  /// Set when more devices may follow: send the same ListDevices with this as cursor. Empty on the last page.
+  public var nextCursor: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1015,6 +1025,9 @@ public nonisolated struct Pushrelay_V1_QueryDeliveries: Sendable {
   /// At most this many rows, newest first; 0 means 100; at most 1000.
   public var limit: UInt32 = 0
 
+  /// The next_cursor of the page before, for the rows after it (the same filter); empty for the first page.
+  public var cursor: String = String()
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1058,6 +1071,9 @@ public nonisolated struct Pushrelay_V1_DeliveryList: Sendable {
   // methods supported on all messages.
 
   public var deliveries: [Pushrelay_V1_Delivery] = []
+
+  /// Set when more rows may follow: send the same query with this as cursor. Empty on the last page.
+  public var nextCursor: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1999,7 +2015,7 @@ nonisolated extension Pushrelay_V1_UnregisterDeviceResult: SwiftProtobuf.Message
 
 nonisolated extension Pushrelay_V1_ListDevices: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".ListDevices"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}limit\0\u{1}cursor\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2008,6 +2024,8 @@ nonisolated extension Pushrelay_V1_ListDevices: SwiftProtobuf.Message, SwiftProt
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 2: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.cursor) }()
       default: break
       }
     }
@@ -2017,11 +2035,19 @@ nonisolated extension Pushrelay_V1_ListDevices: SwiftProtobuf.Message, SwiftProt
     if !self.userID.isEmpty {
       try visitor.visitSingularStringField(value: self.userID, fieldNumber: 1)
     }
+    if self.limit != 0 {
+      try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 2)
+    }
+    if !self.cursor.isEmpty {
+      try visitor.visitSingularStringField(value: self.cursor, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Pushrelay_V1_ListDevices, rhs: Pushrelay_V1_ListDevices) -> Bool {
     if lhs.userID != rhs.userID {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.cursor != rhs.cursor {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2029,7 +2055,7 @@ nonisolated extension Pushrelay_V1_ListDevices: SwiftProtobuf.Message, SwiftProt
 
 nonisolated extension Pushrelay_V1_DeviceList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DeviceList"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}devices\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}devices\0\u{3}next_cursor\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2038,6 +2064,7 @@ nonisolated extension Pushrelay_V1_DeviceList: SwiftProtobuf.Message, SwiftProto
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.devices) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextCursor) }()
       default: break
       }
     }
@@ -2047,11 +2074,15 @@ nonisolated extension Pushrelay_V1_DeviceList: SwiftProtobuf.Message, SwiftProto
     if !self.devices.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.devices, fieldNumber: 1)
     }
+    if !self.nextCursor.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextCursor, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Pushrelay_V1_DeviceList, rhs: Pushrelay_V1_DeviceList) -> Bool {
     if lhs.devices != rhs.devices {return false}
+    if lhs.nextCursor != rhs.nextCursor {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2659,7 +2690,7 @@ nonisolated extension Pushrelay_V1_CancelJob: SwiftProtobuf.Message, SwiftProtob
 
 nonisolated extension Pushrelay_V1_QueryDeliveries: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".QueryDeliveries"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{3}user_id\0\u{1}token\0\u{3}from_ms\0\u{3}to_ms\0\u{1}limit\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{3}user_id\0\u{1}token\0\u{3}from_ms\0\u{3}to_ms\0\u{1}limit\0\u{1}cursor\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2673,6 +2704,7 @@ nonisolated extension Pushrelay_V1_QueryDeliveries: SwiftProtobuf.Message, Swift
       case 4: try { try decoder.decodeSingularInt64Field(value: &self.fromMs) }()
       case 5: try { try decoder.decodeSingularInt64Field(value: &self.toMs) }()
       case 6: try { try decoder.decodeSingularUInt32Field(value: &self.limit) }()
+      case 7: try { try decoder.decodeSingularStringField(value: &self.cursor) }()
       default: break
       }
     }
@@ -2697,6 +2729,9 @@ nonisolated extension Pushrelay_V1_QueryDeliveries: SwiftProtobuf.Message, Swift
     if self.limit != 0 {
       try visitor.visitSingularUInt32Field(value: self.limit, fieldNumber: 6)
     }
+    if !self.cursor.isEmpty {
+      try visitor.visitSingularStringField(value: self.cursor, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2707,6 +2742,7 @@ nonisolated extension Pushrelay_V1_QueryDeliveries: SwiftProtobuf.Message, Swift
     if lhs.fromMs != rhs.fromMs {return false}
     if lhs.toMs != rhs.toMs {return false}
     if lhs.limit != rhs.limit {return false}
+    if lhs.cursor != rhs.cursor {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2789,7 +2825,7 @@ nonisolated extension Pushrelay_V1_Delivery: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Pushrelay_V1_DeliveryList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DeliveryList"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}deliveries\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}deliveries\0\u{3}next_cursor\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2798,6 +2834,7 @@ nonisolated extension Pushrelay_V1_DeliveryList: SwiftProtobuf.Message, SwiftPro
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.deliveries) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.nextCursor) }()
       default: break
       }
     }
@@ -2807,11 +2844,15 @@ nonisolated extension Pushrelay_V1_DeliveryList: SwiftProtobuf.Message, SwiftPro
     if !self.deliveries.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.deliveries, fieldNumber: 1)
     }
+    if !self.nextCursor.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextCursor, fieldNumber: 2)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Pushrelay_V1_DeliveryList, rhs: Pushrelay_V1_DeliveryList) -> Bool {
     if lhs.deliveries != rhs.deliveries {return false}
+    if lhs.nextCursor != rhs.nextCursor {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

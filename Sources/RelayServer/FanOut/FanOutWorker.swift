@@ -65,6 +65,8 @@ public final class FanOutWorker: Sendable {
     private let handoff = Handoff<(page: JobPage, devices: [DeviceTarget])>()
     /// Devices of the pages the planners wrote for any process to claim, for this process's loops.
     private let plannedPages = PlannedPages()
+    /// Wakes the SENDs waiting for a job when this process finished planning it or one of its pages.
+    let jobSignal = JobSignal()
     /// Send plans of recent jobs, so a job's payload is encoded once per process, not once per page.
     private let plans = Mutex<[String: (plan: SendPlan, tenant: TenantConfiguration)]>([:])
 
@@ -248,6 +250,7 @@ public final class FanOutWorker: Sendable {
                 })
             try await planner.writePages()
             try await store.finishPlanning(jobID: job.id, owner: owner)
+            jobSignal.signal(job.id)
             log.debug("job planned", metadata: ["last page": "\(planner.nextPage - 1)"])
         } catch let error as RelayStoreError where error.isTransient {
             // Not the job's fault: its planning lease runs out and a planner takes it again (pages already
@@ -389,6 +392,7 @@ public final class FanOutWorker: Sendable {
                 return
             }
             try await store.completeJobPage(page, owner: owner, counts: counts, lastRows: lastRows)
+            jobSignal.signal(page.jobID)
             if !lastRows.isEmpty {
                 RelayMetrics.writeBatch(lastRows.count)
                 RelayMetrics.notifications(lastRows)

@@ -109,3 +109,35 @@ public struct DeliveryWriteReport: Sendable, Hashable {
         self.createdPartitions = createdPartitions
     }
 }
+
+/// Where a page of delivery rows ended (keyset paging): the last row's place in the order every delivery query
+/// answers in, newest first (`sent_at`, `attempt`, `job_id`, `user_id`, `token`, each descending). The next page
+/// reads only rows after it, by the index, however deep the paging goes.
+public struct DeliveryKey: Sendable, Hashable {
+    /// `sent_at` in microseconds since 1970 (PostgreSQL's own precision).
+    public var sentAtMicroseconds: Int64
+    /// The attempt.
+    public var attempt: Int
+    /// The job.
+    public var jobID: String
+    /// The user (empty for a row without one).
+    public var userID: String
+    /// The token (empty for a user without a device).
+    public var token: String
+
+    /// A key of these values.
+    public init(sentAtMicroseconds: Int64, attempt: Int, jobID: String, userID: String, token: String) {
+        self.sentAtMicroseconds = sentAtMicroseconds
+        self.attempt = attempt
+        self.jobID = jobID
+        self.userID = userID
+        self.token = token
+    }
+
+    /// The key of `record`: the page after it starts with the row after it.
+    public init(after record: DeliveryRecord) {
+        self.init(
+            sentAtMicroseconds: Int64((record.sentAt.timeIntervalSince1970 * 1_000_000).rounded()),
+            attempt: record.attempt, jobID: record.jobID, userID: record.userID ?? "", token: record.token)
+    }
+}

@@ -145,3 +145,25 @@ public struct DeviceRegistrationResult: Sendable, Hashable {
         status == .created || status == .updated || status == .reactivated
     }
 }
+
+/// Where a page of a user's devices ended (keyset paging): the last device's place in LIST_DEVICES' order, the most
+/// recently registered first, then by token descending.
+public struct DeviceKey: Sendable, Hashable {
+    /// `registered_at` in microseconds since 1970.
+    public var registeredAtMicroseconds: Int64
+    /// The token.
+    public var token: String
+
+    /// A key of these values.
+    public init(registeredAtMicroseconds: Int64, token: String) {
+        self.registeredAtMicroseconds = registeredAtMicroseconds
+        self.token = token
+    }
+
+    /// The key of `device`: the page after it starts with the device after it.
+    public init(after device: DeviceRecord) {
+        self.init(
+            registeredAtMicroseconds: Int64((device.registeredAt.timeIntervalSince1970 * 1_000_000).rounded()),
+            token: device.token)
+    }
+}

@@ -1,0 +1,48 @@
+import Testing
+
+@testable import RelayServer
+
+@Suite("Job signals")
+struct JobSignalTests {
+    @Test("a signal wakes every caller waiting for its job, and only those")
+    func signalWakesWaiters() async {
+        let signal = JobSignal()
+        let start = ContinuousClock.now
+        await withTaskGroup(of: String.self) { group in
+            for job in ["a", "a", "b"] {
+                group.addTask {
+                    await signal.wait(for: job, timeout: .seconds(30))
+                    return job
+                }
+            }
+            // "a" is signalled until both its waiters are back (a signal before a caller waits wakes nobody).
+            let signalling = Task {
+                while !Task.isCancelled {
+                    signal.signal("a")
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            let first = await group.next()
+            let second = await group.next()
+            signalling.cancel()
+            #expect([first, second] == ["a", "a"])
+            let rest = Task {
+                while !Task.isCancelled {
+                    signal.signal("b")
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            #expect(await group.next() == "b")
+            rest.cancel()
+        }
+        #expect(ContinuousClock.now - start < .seconds(30))
+    }
+
+    @Test("a caller not signalled is let go when its timeout passes")
+    func timeoutLetsGo() async {
+        let signal = JobSignal()
+        await signal.wait(for: "never", timeout: .milliseconds(20))
+        // Waiting again works: the first wait left nothing behind.
+        await signal.wait(for: "never", timeout: .milliseconds(20))
+    }
+}

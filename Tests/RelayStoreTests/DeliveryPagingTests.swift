@@ -1,0 +1,98 @@
+import Foundation
+import PostgresNIO
+import Testing
+
+@testable import RelayStore
+
+@Suite("Delivery paging")
+struct DeliveryPagingTests {
+    /// 10,000 delivery rows of one job of `tenant`, in runs of 100 sent at the same instant (ties the keyset must
+    /// order), the newest `base`.
+    private func rows(_ tenant: String, job: String, base: Date) -> [DeliveryRecord] {
+        (0..<10_000).map { index in
+            DeliveryRecord(
+                tenantID: tenant, jobID: job, userID: "user\(index)", token: deviceToken(index), outcome: .delivered,
+                attempt: 1, sentAt: base.addingTimeInterval(-Double(index / 100)))
+        }
+    }
+
+    /// Every page of `read` from the first to the one without a next key.
+    private func allPages(
+        limit: Int, _ read: (DeliveryKey?) async throws -> [DeliveryRecord]
+    ) async throws -> (rows: [DeliveryRecord], pages: Int) {
+        var all: [DeliveryRecord] = []
+        var key: DeliveryKey?
+        var pages = 0
+        while true {
+            let page = try await read(key)
+            pages += 1
+            all += page.prefix(limit)
+            guard page.count > limit, let last = page.prefix(limit).last else { return (all, pages) }
+            key = DeliveryKey(after: last)
+        }
+    }
+
+    /// The scan nodes of `query`'s plan as PostgreSQL ran it: (node type, index name, rows read).
+    private func scans(of query: PostgresQuery, in store: RelayStore) async throws -> [(String, String, Int)] {
+        let explain = PostgresQuery(unsafeSQL: "EXPLAIN (ANALYZE, FORMAT JSON) " + query.sql, binds: query.binds)
+        let text = try #require(try await store.database.rows(explain, logger: store.logger).first?.decode(String.self))
+        let plan = try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [[String: Any]]
+        var found: [(String, String, Int)] = []
+        func walk(_ node: [String: Any]) {
+            let type = node["Node Type"] as? String ?? ""
+            // A bitmap index scan's rows are read again by its heap scan: the heap scan counts them.
+            if type.contains("Scan"), type != "Bitmap Index Scan" {
+                let read = (node["Actual Rows"] as? Int ?? 0) + (node["Rows Removed by Filter"] as? Int ?? 0)
+                found.append((type, node["Index Name"] as? String ?? "", read))
+            }
+            for child in node["Plans"] as? [[String: Any]] ?? [] { walk(child) }
+        }
+        walk(plan[0]["Plan"] as! [String: Any])
+        return found
+    }
+
+    @Test("a 10,000-device job is paged completely by its cursor; its plan reads that job's rows only")
+    func jobPagedCompletely() async throws {
+        try await withTenantStore { store in
+            let base = Date().addingTimeInterval(-60)
+            let job = UUID().uuidString.lowercased()
+            try await store.recordDeliveries(rows("circl", job: job, base: base))
+            try await store.recordDeliveries(rows("familyportal", job: UUID().uuidString.lowercased(), base: base))
+            let (all, pages) = try await allPages(limit: 1_000) { key in
+                try await store.deliveries(tenant: "circl", job: job, limit: 1_001, after: key)
+            }
+            #expect(pages == 10)
+            #expect(all.count == 10_000 && Set(all.map(\.token)).count == 10_000)
+            #expect(zip(all, all.dropFirst()).allSatisfy { $0.sentAt >= $1.sentAt })
+            let key = DeliveryKey(after: all[4_999])
+            let plan = try await scans(
+                of: RelayStore.jobDeliveries(tenant: "circl", job: job, limit: 1_001, after: key), in: store)
+            #expect(!plan.isEmpty && plan.allSatisfy { $0.0.contains("Index") || $0.0.contains("Bitmap") })
+            #expect(plan.map(\.2).reduce(0, +) <= 10_000, "read \(plan)")
+        }
+    }
+
+    @Test("a tenant's time range is paged completely; its plan reads that tenant's rows from the key down")
+    func timeRangePagedByTenantIndex() async throws {
+        try await withTenantStore { store in
+            let base = Date().addingTimeInterval(-60)
+            try await store.recordDeliveries(rows("circl", job: UUID().uuidString.lowercased(), base: base))
+            try await store.recordDeliveries(rows("familyportal", job: UUID().uuidString.lowercased(), base: base))
+            // As autovacuum would have it: statistics of the rows.
+            try await store.database.query("ANALYZE deliveries", logger: store.logger)
+            let (from, to) = (base.addingTimeInterval(-3_600), base.addingTimeInterval(1))
+            let (all, pages) = try await allPages(limit: 1_000) { key in
+                try await store.deliveries(tenant: "familyportal", from: from, to: to, limit: 1_001, after: key)
+            }
+            #expect(pages == 10 && all.count == 10_000)
+            #expect(all.allSatisfy { $0.tenantID == "familyportal" } && Set(all.map(\.token)).count == 10_000)
+            // The page after row 5,000: the scans start at its key and read about a page (plus one run of ties),
+            // never circl's 10,000 rows in the same range.
+            let query = RelayStore.timeRangeDeliveries(
+                tenant: "familyportal", from: from, to: to, limit: 101, after: DeliveryKey(after: all[4_999]))
+            let plan = try await scans(of: query, in: store)
+            #expect(!plan.isEmpty && plan.allSatisfy { $0.1.contains("tenant_id_sent_at") }, "plan \(plan)")
+            #expect(plan.map(\.2).reduce(0, +) <= 400, "read \(plan)")
+        }
+    }
+}
