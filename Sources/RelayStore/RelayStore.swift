@@ -31,7 +31,8 @@ public struct RelayStore: Sendable {
     public init(configuration: Configuration, migrations: [Migration] = Migration.all, logger: Logger) {
         var postgres = Self.pooled(configuration.postgres)
         if let timeout = configuration.statementTimeout {
-            let milliseconds = timeout.components.seconds * 1_000 + timeout.components.attoseconds / 1_000_000_000_000_000
+            let (seconds, attoseconds) = timeout.components
+            let milliseconds = seconds * 1_000 + attoseconds / 1_000_000_000_000_000
             postgres.options.additionalStartupParameters.append(("statement_timeout", "\(max(1, milliseconds))"))
         }
         self.client = PostgresClient(configuration: postgres, backgroundLogger: logger)

@@ -9,7 +9,11 @@ struct TenantStatementGateTests {
     /// Counts the bodies running now and the most at once.
     private final class Running: Sendable {
         let state = Mutex<(now: Int, most: Int)>((0, 0))
-        func enter() { state.withLock { $0.now += 1; $0.most = max($0.most, $0.now) } }
+        func enter() {
+            state.withLock {
+                $0.now += 1; $0.most = max($0.most, $0.now)
+            }
+        }
         func leave() { state.withLock { $0.now -= 1 } }
     }
 

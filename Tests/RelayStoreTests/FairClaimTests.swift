@@ -5,7 +5,8 @@ import Testing
 @Suite("Fair claims")
 struct FairClaimTests {
     /// Writes pages `pages` of a new job of `tenant`, due at `due`, of one device each.
-    private func job(_ tenant: String, pages: ClosedRange<Int>, due: Date, in store: RelayStore) async throws -> String {
+    private func job(_ tenant: String, pages: ClosedRange<Int>, due: Date, in store: RelayStore) async throws -> String
+    {
         let job = try await store.createJob(
             tenant: tenant, notificationType: "message", idempotencyKey: nil, request: []
         ).job

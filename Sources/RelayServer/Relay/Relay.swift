@@ -49,7 +49,8 @@ public struct Relay: Sendable {
         let service = RelayService(
             store: store, pools: pools, limits: configuration.server.limits,
             requestsPerSecond: configuration.requestsPerSecond, requestBurst: configuration.requestBurst,
-            statementsPerTenant: configuration.statementsPerTenant, fanOutTuning: configuration.fanOutTuning, logger: logger
+            statementsPerTenant: configuration.statementsPerTenant, fanOutTuning: configuration.fanOutTuning,
+            logger: logger
         )
         if configuration.warmsPools {
             let records = try await store.listTenants().filter(\.enabled)
