@@ -165,6 +165,8 @@ struct TenantFileTests {
             ("push_type: alert", "push_type: alert\n    expiration: soon", "notification_types.message.expiration", 9),
             ("  end: \"07:00\"", "  end: \"07:00\"\n  types:\n    mesage: pass", "quiet_hours.types.mesage", 13),
             ("  end: \"07:00\"", "  end: \"07:00\"\n  time_zone: Mars/Base", "quiet_hours.time_zone", 12),
+            ("token_policy:", "rate_limits:\n  fanout_weight: 0\ntoken_policy:", "rate_limits.fanout_weight", 6),
+            ("token_policy:", "rate_limits:\n  fanout_weight: 101\ntoken_policy:", "rate_limits.fanout_weight", 6),
         ]
     )
     func otherMistakes(original: String, replacement: String, key: String, line: Int) throws {
@@ -173,6 +175,16 @@ struct TenantFileTests {
         let error = try parseError(yaml)
         #expect(error.key == key, "\(error)")
         #expect(error.line == line, "\(error)")
+    }
+
+    @Test("fanout_weight is read, 1 by default")
+    func fanoutWeight() throws {
+        let weighted = minimalTenant.replacingOccurrences(
+            of: "token_policy:", with: "rate_limits:\n  fanout_weight: 3\ntoken_policy:")
+        let folder = try writeTenantFolder(["example.yaml": weighted, "plain.yaml": minimalTenant])
+        let tenants = try TenantConfiguration.loadFolder(folder)
+        #expect(tenants.first { $0.id == "example" }?.rateLimits.fanoutWeight == 3)
+        #expect(tenants.first { $0.id == "plain" }?.rateLimits.fanoutWeight == 1)
     }
 
     @Test("a missing required key names the mapping's line")
