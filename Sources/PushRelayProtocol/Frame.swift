@@ -151,8 +151,11 @@ public struct FrameEncoder: Sendable {
     /// Appends one frame with an already serialized body to `buffer`, compressing it when it is large.
     public func encode(kind: FrameKind, requestID: UInt32, body: [UInt8], into buffer: inout ByteBuffer) {
         var flags: FrameFlags = []
-        if let threshold = compressionThreshold, body.count >= threshold {
-            var compressed = Zstd.compress(ByteBuffer(bytes: body), allocator: ByteBufferAllocator())
+        if let threshold = compressionThreshold, body.count >= threshold,
+            case var compressed = Zstd.compress(ByteBuffer(bytes: body), allocator: ByteBufferAllocator()),
+            // A body that would inflate beyond what a receiver takes (Zstd.maximumRatio) goes as it is.
+            body.count <= Zstd.inflationLimit(ofCompressed: compressed.readableBytes)
+        {
             flags.insert(.zstd)
             FrameHeader(
                 length: UInt32(compressed.readableBytes), version: ProtocolLimits.currentVersion, flags: flags,

@@ -4,8 +4,15 @@ public import NIOCore
 /// zstd compression of frame bodies through Debian's libzstd.
 ///
 /// Decompression is bounded: the zstd frame must declare its content size, and that size is checked
-/// against the limit before any memory is allocated for the output.
+/// against the limit, and against ``maximumRatio`` times the compressed size, before any memory is allocated for
+/// the output; the output buffer holds exactly the declared size.
 public enum Zstd {
+    /// How many times its compressed size a body may inflate to (beyond ``ratioFloorBytes``): real bodies compress
+    /// 3 to 30 times, so that a tiny frame cannot buy megabytes of work.
+    public static let maximumRatio = 256
+    /// A body may always inflate to this many bytes, whatever its compressed size.
+    public static let ratioFloorBytes = 16_384
+
     /// `ZSTD_CONTENTSIZE_UNKNOWN`: the frame does not declare its content size.
     private static let contentSizeUnknown = UInt64.max
     /// The first four bytes of a zstd frame (not a skippable one), little-endian.
@@ -57,6 +64,27 @@ public enum Zstd {
         default:
             return Int(size)
         }
+    }
+
+    /// The most bytes a body of `compressedBytes` may inflate to: ``maximumRatio`` times its size, at least
+    /// ``ratioFloorBytes``.
+    public static func inflationLimit(ofCompressed compressedBytes: Int) -> Int {
+        max(ratioFloorBytes, min(compressedBytes, Int.max / maximumRatio) * maximumRatio)
+    }
+
+    /// The content size a zstd body declares when it is one a receiver takes: ``declaredSize(of:limit:)``, and
+    /// `DECOMPRESSED_TOO_LARGE` when it inflates beyond ``inflationLimit(ofCompressed:)``.
+    public static func admissibleSize(of body: ByteBuffer, limit: Int) throws(ProtocolError) -> Int {
+        let size = try declaredSize(of: body, limit: limit)
+        let bound = inflationLimit(ofCompressed: body.readableBytes)
+        guard size <= bound else {
+            throw ProtocolError(
+                .decompressedTooLarge,
+                "the zstd frame inflates \(body.readableBytes) bytes to \(size): more than \(maximumRatio) times "
+                    + "its size (at most \(bound) bytes for this body)"
+            )
+        }
+        return size
     }
 
     /// Decompresses one zstd frame whose declared content size is at most `limit` bytes.

@@ -141,7 +141,7 @@ class FrameTooLarge(FrameError):
 
 
 class DecompressedTooLarge(FrameError):
-    """A zstd body declares no content size, or one over ``max_decompressed_bytes``."""
+    """A zstd body declares no content size, one over ``max_decompressed_bytes``, or one over its inflation limit."""
 
     code = ErrorCode.DECOMPRESSED_TOO_LARGE
 

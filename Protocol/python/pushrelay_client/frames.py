@@ -46,6 +46,17 @@ DEFAULT_MAX_DECOMPRESSED_BYTES = 4_194_304
 DEFAULT_ZSTD_LEVEL = 3
 """The zstd level :func:`encode_frame` compresses with."""
 
+MAX_INFLATION_RATIO = 256
+"""A zstd body may inflate to at most this many times its compressed size (beyond ``INFLATION_FLOOR_BYTES``)."""
+
+INFLATION_FLOOR_BYTES = 16_384
+"""A zstd body may always inflate to this many bytes, whatever its compressed size."""
+
+
+def inflation_limit(compressed_bytes: int) -> int:
+    """The most bytes a zstd body of ``compressed_bytes`` may inflate to (Protocol/README.md, "Compression")."""
+    return max(INFLATION_FLOOR_BYTES, MAX_INFLATION_RATIO * compressed_bytes)
+
 _ANSWER_BIT = 0x8000
 
 
@@ -205,7 +216,8 @@ def encode_frame(
     """A whole frame: header and ``message`` serialized, zstd-compressed when ``compress``.
 
     The body is serialized deterministically (map entries sorted by key), so equal messages give
-    equal bytes. A compressed body is one zstd frame that declares its content size, as the spec asks.
+    equal bytes. A compressed body is one zstd frame that declares its content size, as the spec asks;
+    a body that would inflate to more than :func:`inflation_limit` of its compressed size is sent as it is.
 
     Raises:
         TypeError: ``message`` is not the message type of a known ``kind``.
@@ -221,8 +233,10 @@ def encode_frame(
     body = message.SerializeToString(deterministic=True)
     flags = 0
     if compress:
-        body = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(body)
-        flags = FLAG_ZSTD
+        compressed = zstandard.ZstdCompressor(level=level, write_content_size=True).compress(body)
+        if len(body) <= inflation_limit(len(compressed)):
+            body = compressed
+            flags = FLAG_ZSTD
     return encode_header(len(body), kind, request_id, flags=flags, version=version) + body
 
 
@@ -332,6 +346,12 @@ class FrameDecoder:
         if size > self.max_decompressed_bytes:
             raise DecompressedTooLarge(
                 f"zstd frame declares {size} bytes, over max_decompressed_bytes {self.max_decompressed_bytes}",
+                kind=kind,
+                request_id=request_id,
+            )
+        if size > inflation_limit(len(body)):
+            raise DecompressedTooLarge(
+                f"zstd frame inflates {len(body)} bytes to {size}: more than {MAX_INFLATION_RATIO} times its size",
                 kind=kind,
                 request_id=request_id,
             )
