@@ -29,7 +29,8 @@ public enum FieldRules {
     public static let defaultQueryLimit: UInt32 = 100
     /// Longest `cursor` of a paged request, in bytes: a `next_cursor` the relay gave is never longer.
     public static let maximumCursorBytes = 1_024
-    /// Most topics one device subscribes to, and most preferences one SET_PREFERENCES sets.
+    /// Most entries of a list that names no recipients: the topics one device subscribes to, the preferences one
+    /// SET_PREFERENCES sets, the arguments of each of an alert's localized strings, a SEND's template values.
     public static let maximumListCount = 256
 
     /// Whether `scalar` can break or disguise a line of text: a control character (Unicode category Cc:
@@ -78,11 +79,15 @@ public struct FieldChecker: Sendable {
         }
     }
 
-    /// Each id of a list, at most `maximumCount` of them.
-    public func ids(_ values: [String], _ field: String, maximumCount: Int) throws(ProtocolError) {
-        guard values.count <= maximumCount else {
-            throw fail(field, "\(field) names \(values.count) entries; at most \(maximumCount) are allowed")
+    /// A list of at most `maximum` entries (``WireShape`` checks the same count before decoding).
+    public func count(_ count: Int, _ field: String, maximum: Int) throws(ProtocolError) {
+        guard count <= maximum else {
+            throw fail(field, "\(field) names \(count) entries; at most \(maximum) are allowed")
         }
+    }
+
+    /// Each id of a list.
+    public func ids(_ values: [String], _ field: String) throws(ProtocolError) {
         for value in values { try id(value, field) }
     }
 

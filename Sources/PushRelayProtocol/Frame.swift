@@ -14,6 +14,9 @@ public struct Frame: Sendable {
     /// Most distinct field numbers a body may carry that its message does not declare (fields of a newer
     /// protocol version); beyond it the body is `INVALID_BODY`.
     public static let maximumUnknownFieldNumbers = 64
+    /// Most occurrences of such fields a request body may carry, at every depth in all (``WireShape``); beyond it
+    /// the body is `INVALID_BODY`.
+    public static let maximumUnknownFields = 1_024
 
     /// A frame from its parts.
     public init(kind: FrameKind, requestID: UInt32, body: ByteBuffer) {

@@ -2,21 +2,35 @@ public import SwiftProtobuf
 
 /// A request message whose fields are checked once, at the boundary, before the relay acts on it.
 ///
-/// The rules are the table in Protocol/README.md ("Field rules"); ``FieldRules`` holds their numbers.
+/// The rules are the table in Protocol/README.md ("Field rules"); ``FieldRules`` holds their numbers. The counts of
+/// the message's fields are checked first, on the body's bytes (``wireShape(limits:)``), and again, in the same
+/// order, by ``validate(limits:nowMilliseconds:)``, so that a message built in memory gets the same first error.
 public protocol ValidatedRequest: SwiftProtobuf.Message {
+    /// How many times each field may appear in a body (RequestShapes.swift), checked before the body is decoded.
+    static func wireShape(limits: ProtocolLimits) -> WireShape
+
     /// Throws `INVALID_ARGUMENT` (or `TOO_MANY_RECIPIENTS`) for the first field that breaks a rule.
     /// `nowMilliseconds` is the relay's clock, for rules relative to it.
     func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError)
 }
 
 extension Frame {
-    /// Decodes the body as `M` and checks its fields: `INVALID_BODY` or the first rule broken.
+    /// Checks the body's field counts against `M`'s ``ValidatedRequest/wireShape(limits:)``, then decodes it: the
+    /// first field over its count, or `INVALID_BODY`. Its other field rules are not checked yet.
+    public func decode<M: ValidatedRequest>(_ type: M.Type = M.self, limits: ProtocolLimits) throws(ProtocolError) -> M
+    {
+        try M.wireShape(limits: limits).check(body, messageName: M.protoMessageName)
+        return try decode()
+    }
+
+    /// Checks the body's field counts, decodes it as `M` and checks its fields: the first rule broken, or
+    /// `INVALID_BODY`.
     public func request<M: ValidatedRequest>(
         _ type: M.Type = M.self,
         limits: ProtocolLimits,
         nowMilliseconds: Int64
     ) throws(ProtocolError) -> M {
-        let message: M = try decode()
+        let message: M = try decode(limits: limits)
         try message.validate(limits: limits, nowMilliseconds: nowMilliseconds)
         return message
     }
@@ -46,6 +60,7 @@ extension Pushrelay_V1_RegisterDevice: ValidatedRequest {
     /// Checks the fields of a `RegisterDevice` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("register_device")
+        try check.count(topics.count, "topics", maximum: FieldRules.maximumListCount)
         try check.id(userID, "user_id")
         try check.token(token, "token")
         try check.id(platform, "platform", maximumBytes: 32)
@@ -56,7 +71,7 @@ extension Pushrelay_V1_RegisterDevice: ValidatedRequest {
         try check.id(appVersion, "app_version", required: false, maximumBytes: 64)
         try check.id(locale, "locale", required: false, maximumBytes: 64)
         try check.timeZone(timeZone, "time_zone")
-        try check.ids(topics, "topics", maximumCount: FieldRules.maximumListCount)
+        try check.ids(topics, "topics")
     }
 }
 
@@ -89,9 +104,7 @@ extension Pushrelay_V1_Send: ValidatedRequest {
     /// Checks the fields of a `Send` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("send")
-        try check.id(notificationType, "notification_type")
-        let audiences = [!userIds.isEmpty, !tokens.isEmpty, !topic.isEmpty].count { $0 }
-        try check.require(audiences == 1, "", "name exactly one audience: user_ids, tokens or topic")
+        // The counts first, in field order, as the wire shape checks them.
         let recipients = userIds.count + tokens.count
         guard recipients <= limits.maxRecipients, excludeUserIds.count <= limits.maxRecipients else {
             throw ProtocolError(
@@ -100,6 +113,11 @@ extension Pushrelay_V1_Send: ValidatedRequest {
                     + "\(limits.maxRecipients) are allowed"
             )
         }
+        if hasAlert { try alert.checkCounts(check) }
+        try check.count(templateValues.count, "template_values", maximum: FieldRules.maximumListCount)
+        try check.id(notificationType, "notification_type")
+        let audiences = [!userIds.isEmpty, !tokens.isEmpty, !topic.isEmpty].count { $0 }
+        try check.require(audiences == 1, "", "name exactly one audience: user_ids, tokens or topic")
         for user in userIds { try check.id(user, "user_ids") }
         for target in tokens { try check.token(target.token, "tokens") }
         try check.id(topic, "topic", required: false)
@@ -139,6 +157,15 @@ extension Pushrelay_V1_Send: ValidatedRequest {
 }
 
 extension Pushrelay_V1_Alert {
+    fileprivate func checkCounts(_ check: FieldChecker) throws(ProtocolError) {
+        for (values, field) in [
+            (titleLocArgs, "alert.title_loc_args"), (subtitleLocArgs, "alert.subtitle_loc_args"),
+            (locArgs, "alert.loc_args"),
+        ] {
+            try check.count(values.count, field, maximum: FieldRules.maximumListCount)
+        }
+    }
+
     fileprivate func validate(_ check: FieldChecker) throws(ProtocolError) {
         for (value, field) in [
             (title, "alert.title"), (subtitle, "alert.subtitle"), (body, "alert.body"),
@@ -199,10 +226,9 @@ extension Pushrelay_V1_SetPreferences: ValidatedRequest {
     /// Checks the fields of a `SetPreferences` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("set_preferences")
+        try check.count(preferences.count, "preferences", maximum: FieldRules.maximumListCount)
         try check.id(userID, "user_id")
-        try check.ids(
-            preferences.map(\.notificationType), "preferences.notification_type",
-            maximumCount: FieldRules.maximumListCount)
+        try check.ids(preferences.map(\.notificationType), "preferences.notification_type")
     }
 }
 

@@ -673,7 +673,8 @@ enum RequestFuzz {
     struct Case: Sendable, CustomTestStringConvertible {
         var name: String
         var kind: FrameKind
-        /// Whether any field of the message has a rule.
+        /// Whether any field of the message has a rule (every declared field has one: it appears at most once
+        /// unless it is repeated).
         var hasRules: Bool
         /// Whether the message declares fields 1 to `fieldCount` and no field after them.
         var declaresItsFieldCount: Bool
@@ -808,7 +809,7 @@ enum RequestFuzz {
             // Tenant and credential are left to authentication.
             audit.id(message.clientName, "client_name", required: false)
         },
-        fuzz(Pushrelay_V1_Ping.self, hasRules: false) { draw in
+        fuzz(Pushrelay_V1_Ping.self) { draw in
             var message = Pushrelay_V1_Ping()
             let any = draw.random.next()
             message.nonce = draw.random.pick([0, 1, .max, any])
@@ -985,13 +986,13 @@ enum RequestFuzz {
             audit.id(message.threadID, "thread_id")
             audit.that(message.seconds <= FieldRules.maximumPresenceSeconds, "seconds")
         },
-        fuzz(Pushrelay_V1_SubscribeResults.self, hasRules: false) { draw in
+        fuzz(Pushrelay_V1_SubscribeResults.self) { draw in
             var message = Pushrelay_V1_SubscribeResults()
             message.receipts = draw.random.chance(0.5)
             return message
         } audit: { _, _ in
         },
-        fuzz(Pushrelay_V1_UnsubscribeResults.self, hasRules: false) { draw in
+        fuzz(Pushrelay_V1_UnsubscribeResults.self) { draw in
             var message = Pushrelay_V1_UnsubscribeResults()
             message.subscriptionRequestID = draw.anyUInt32()
             return message
