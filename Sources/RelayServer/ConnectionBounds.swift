@@ -15,6 +15,13 @@ public enum ConnectionBounds {
     /// Frames of one connection handled in one event-loop turn; the rest wait for a later turn, so that a
     /// connection sending many small frames does not hold up the others on its event loop.
     public static let framesPerTurn = 256
+    /// Largest frame before HELLO is answered, as sent and after decompression: a HELLO is a few hundred bytes, and
+    /// a peer that has not authenticated buys no megabytes of work. A larger one is `FRAME_TOO_LARGE` (the connection
+    /// closes) or `DECOMPRESSED_TOO_LARGE`.
+    public static let helloFrameBytes = 16_384
+    /// Inflated request bodies one connection may hold however much of `max_inflight_bytes` the others hold
+    /// (``InflatedBytesBudget``): a small request is never held up behind others' large ones.
+    public static let assuredInflightBytes = 65_536
     /// How often an authenticated connection checks that its credential and tenant still give it rights.
     public static let rightsCheckInterval: Duration = .seconds(1)
 }

@@ -14,17 +14,20 @@ public final class RelayServer: Sendable {
     public let host: String
     private let serverChannel: any Channel
     private let connections: ConnectionRegistry
+    private let bodies: InflatedBytesBudget
     private let configuration: RelayServerConfiguration
     private let logger: Logger
 
     private init(
         serverChannel: any Channel,
         connections: ConnectionRegistry,
+        bodies: InflatedBytesBudget,
         configuration: RelayServerConfiguration,
         logger: Logger
     ) {
         self.serverChannel = serverChannel
         self.connections = connections
+        self.bodies = bodies
         self.configuration = configuration
         self.logger = logger
         self.host = configuration.host
@@ -42,6 +45,7 @@ public final class RelayServer: Sendable {
         let registry = ConnectionRegistry()
         let admission = ConnectionAdmission(
             maximumPerTenant: configuration.maximumConnectionsPerTenant, logger: logger)
+        let bodies = InflatedBytesBudget(limit: configuration.maximumInflightBytes)
         let counter = Atomic<Int>(0)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
@@ -70,7 +74,7 @@ public final class RelayServer: Sendable {
                     if let sslContext { try pipeline.addHandler(NIOSSLServerHandler(context: sslContext)) }
                     try pipeline.addHandler(
                         RelaySessionHandler(
-                            service: service, configuration: configuration, admission: admission,
+                            service: service, configuration: configuration, admission: admission, bodies: bodies,
                             connectionID: "c\(number)", logger: logger
                         )
                     )
@@ -80,8 +84,8 @@ public final class RelayServer: Sendable {
             .bind(host: configuration.host, port: configuration.port)
             .get()
         return RelayServer(
-            serverChannel: channel, connections: registry, configuration: configuration, logger: logger
-        )
+            serverChannel: channel, connections: registry, bodies: bodies, configuration: configuration,
+            logger: logger)
     }
 
     /// Connections open right now.
@@ -98,6 +102,12 @@ public final class RelayServer: Sendable {
             if let bytes = try? await channel.getOption(.bufferedWritableBytes).get() { largest = max(largest, bytes) }
         }
         return largest
+    }
+
+    /// Bytes of request bodies, after decompression, that in-flight requests hold now, all connections together:
+    /// what `maximumInflightBytes` bounds, for operators and tests to check.
+    public var inflightBodyBytes: Int {
+        bodies.held
     }
 
     /// Stops accepting, says GOODBYE on every connection, waits for their in-flight requests (at most the

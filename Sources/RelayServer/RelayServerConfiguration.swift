@@ -28,6 +28,12 @@ public struct RelayServerConfiguration: Sendable {
     /// Authenticated connections one tenant may hold on this relay; one more HELLO is refused
     /// `TOO_MANY_CONNECTIONS`.
     public var maximumConnectionsPerTenant: Int
+    /// Bytes of request bodies, after decompression, that one connection's in-flight requests may hold; a request
+    /// that does not fit waits, the socket not read, until answers give some back (one request is always taken).
+    public var maximumInflightBytesPerConnection: Int
+    /// Bytes of request bodies, after decompression, that the in-flight requests of all connections may hold
+    /// (``InflatedBytesBudget``; each connection may hold ``ConnectionBounds/assuredInflightBytes`` beyond it).
+    public var maximumInflightBytes: Int
 
     /// A configuration with the documented defaults.
     public init(
@@ -41,7 +47,9 @@ public struct RelayServerConfiguration: Sendable {
         closeGracePeriod: Duration = .seconds(30),
         compressionThreshold: Int = 8_192,
         maximumConnections: Int = 4_096,
-        maximumConnectionsPerTenant: Int = 1_024
+        maximumConnectionsPerTenant: Int = 1_024,
+        maximumInflightBytesPerConnection: Int = 16 << 20,
+        maximumInflightBytes: Int = 256 << 20
     ) {
         self.host = host
         self.port = port
@@ -54,5 +62,7 @@ public struct RelayServerConfiguration: Sendable {
         self.compressionThreshold = compressionThreshold
         self.maximumConnections = maximumConnections
         self.maximumConnectionsPerTenant = maximumConnectionsPerTenant
+        self.maximumInflightBytesPerConnection = maximumInflightBytesPerConnection
+        self.maximumInflightBytes = maximumInflightBytes
     }
 }

@@ -35,7 +35,7 @@ extension RelaySessionHandler {
             )
         case .ping:
             do throws(ProtocolError) {
-                let ping: Pushrelay_V1_Ping = try frame.decode()
+                let ping: Pushrelay_V1_Ping = try frame.decode(limits: configuration.limits)
                 var pong = Pushrelay_V1_Pong()
                 pong.nonce = ping.nonce
                 answered(.ping, requestID: id, error: nil)
@@ -58,7 +58,9 @@ extension RelaySessionHandler {
         case .unsubscribeResults:
             unsubscribe(frame, context: context)
         case let kind where FrameKind.requests.contains(kind):
-            if let retryAfter = service.requests.admit(limiterKey, cost: RequestCost.of(frame)) {
+            if let retryAfter = service.requests.admit(
+                limiterKey, cost: RequestCost.of(frame, limits: configuration.limits))
+            {
                 writeError(
                     ProtocolError(
                         .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter
@@ -67,6 +69,7 @@ extension RelaySessionHandler {
                 return
             }
             inFlight.insert(id)
+            holdAdmittedBytes(for: id)
             let service = self.service
             var requestLogger = logger
             requestLogger[metadataKey: "request"] = "\(requestName(id))"
@@ -91,6 +94,8 @@ extension RelaySessionHandler {
                         self.close(context: context)
                     }
                 }
+                // The answer is written: the body's bytes go back.
+                self.releaseBytes(of: id)
                 if self.state == .closing, self.inFlight.isEmpty {
                     self.close(context: context)
                 } else if self.state != .closed {
@@ -129,7 +134,7 @@ extension RelaySessionHandler {
     func subscribe(_ frame: Frame, tenant: String, context: ChannelHandlerContext) {
         let request: Pushrelay_V1_SubscribeResults
         do throws(ProtocolError) {
-            request = try frame.decode()
+            request = try frame.decode(limits: configuration.limits)
         } catch {
             writeError(error, requestID: frame.requestID, kind: .subscribeResults, context: context)
             return
@@ -157,7 +162,7 @@ extension RelaySessionHandler {
 
     func unsubscribe(_ frame: Frame, context: ChannelHandlerContext) {
         do throws(ProtocolError) {
-            let request: Pushrelay_V1_UnsubscribeResults = try frame.decode()
+            let request: Pushrelay_V1_UnsubscribeResults = try frame.decode(limits: configuration.limits)
             guard let id = subscriptions.removeValue(forKey: request.subscriptionRequestID) else {
                 throw ProtocolError(.notFound, "no subscription with request id \(request.subscriptionRequestID)")
             }

@@ -13,9 +13,11 @@ struct RelayShutdownEvent: Sendable {}
 /// timeout, the results stream, and graceful close.
 ///
 /// Memory per connection is bounded whatever the peer does: the socket is not read while `maxInFlight`
-/// requests run or while the answers already written wait for a peer that does not read them (the
-/// channel is not writable: more than ``ConnectionBounds/outboundHighWaterMark`` bytes queued), and a connection whose
-/// answers wait longer than the write-stall timeout is closed. Its rights are checked again every
+/// requests run, while their bodies hold the connection's inflated bytes (or the process's are taken:
+/// RelaySessionHandler+Bodies.swift), or while the answers already written wait for a peer that does not read them
+/// (the channel is not writable: more than ``ConnectionBounds/outboundHighWaterMark`` bytes queued), and a connection
+/// whose answers wait longer than the write-stall timeout is closed. Before HELLO a frame is at most
+/// ``ConnectionBounds/helloFrameBytes``. Its rights are checked again every
 /// ``ConnectionBounds/rightsCheckInterval``: a revoked credential or a disabled tenant ends it.
 ///
 /// All state lives on the channel's event loop; requests run as tasks and come back to the loop.
@@ -41,6 +43,15 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private var encoder = FrameEncoder()
     private var inbound: ByteBuffer?
     var inFlight: Set<UInt32> = []
+    /// The process's budget of inflated request bodies, shared by every connection.
+    let bodies: InflatedBytesBudget
+    /// The inflated body bytes each in-flight request holds, by request id, and their sum.
+    var heldBodies: [UInt32: Int] = [:]
+    var heldBytes = 0
+    /// Bytes taken for the frame being handled, until it becomes a request in flight (or they are given back).
+    var admittedBytes = 0
+    /// The next frame waits for inflated bytes to be given back; the socket is not read meanwhile.
+    var waitingForBytes = false
     private var pendingRead = false
     var subscriptions: [UInt32: UUID] = [:]
     var queuedEvents: [(UInt32, Pushrelay_V1_ResultEvent)] = []
@@ -61,12 +72,17 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     init(
         service: RelayService, configuration: RelayServerConfiguration, admission: ConnectionAdmission,
-        connectionID: String, logger: Logger
+        bodies: InflatedBytesBudget, connectionID: String, logger: Logger
     ) {
         self.service = service
         self.configuration = configuration
         self.admission = admission
-        self.parser = FrameParser(limits: configuration.limits)
+        self.bodies = bodies
+        // Until HELLO is answered, frames are held to the few KiB a HELLO needs.
+        var helloLimits = configuration.limits
+        helloLimits.maxFrameBytes = min(helloLimits.maxFrameBytes, ConnectionBounds.helloFrameBytes)
+        helloLimits.maxDecompressedBytes = min(helloLimits.maxDecompressedBytes, ConnectionBounds.helloFrameBytes)
+        self.parser = FrameParser(limits: helloLimits)
         var logger = logger
         logger[metadataKey: "connection"] = "\(connectionID)"
         self.logger = logger
@@ -139,7 +155,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         switch state {
         case .authenticating, .closing, .closed: true
         case .awaitingHello, .open:
-            inFlight.count >= configuration.limits.maxInFlight || context?.channel.isWritable == false
+            inFlight.count >= configuration.limits.maxInFlight || waitingForBytes
+                || context?.channel.isWritable == false
         }
     }
 
@@ -169,10 +186,13 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 break
             }
             inbound = nil  // Keep the buffer uniquely referenced while the parser consumes it.
-            let parsed = parser.next(from: &buffer)
+            let parsed = parser.next(from: &buffer) { header, bodyBytes in
+                admit(header, bodyBytes: bodyBytes, context: context)
+            }
             inbound = buffer
             guard let parsed else { break }
             handle(parsed, context: context)
+            returnUnclaimedBytes()
             handled += 1
         }
         batchingWrites = false
@@ -298,6 +318,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                     return
                 }
                 self.admittedTenant = tenant
+                self.parser.limits = self.configuration.limits
                 self.helloTimer?.cancel()
                 self.state = .open(credential)
                 self.limiterKey = tenant + "/" + credential.id

@@ -1,22 +1,33 @@
 import PushRelayProtocol
 
-/// What a request costs against its credential's request limit (`requests_per_second`, `request_burst`): one token,
-/// plus one per 64 KiB of its body after decompression (a tiny zstd frame does not buy megabytes of work), plus,
-/// for QUERY_DELIVERIES and LIST_DEVICES, one per 100 rows it may read beyond the first 100 (a page of 1,000 rows
-/// costs 10, not 1).
-/// Never more than the burst, so every request can be admitted.
+/// What a frame costs against its credential's request limit (`requests_per_second`, `request_burst`).
+///
+/// Every frame after HELLO pays one token per whole 64 KiB of its body after decompression (``bodyTokens(_:)``),
+/// taken before it is decompressed, so a tiny zstd frame does not buy megabytes of work: a PING too. A request pays
+/// one token more, plus, for QUERY_DELIVERIES and LIST_DEVICES, one per 100 rows it may read beyond the first 100
+/// (a page of 1,000 rows costs 10, not 1) (``of(_:limits:)``). Never more than the burst at once, so every frame can
+/// be admitted.
 enum RequestCost {
     /// Body bytes (after decompression) that one token pays for.
     static let bytesPerToken = 65_536
     /// Delivery rows that one token pays for.
     static let rowsPerToken = 100
 
-    /// The tokens `frame` costs.
-    static func of(_ frame: Frame) -> Int {
-        var cost = 1 + frame.body.readableBytes / bytesPerToken
-        if frame.kind == .queryDeliveries, let query = try? frame.decode(Pushrelay_V1_QueryDeliveries.self) {
+    /// The tokens a frame's body of `bytes` (after decompression) costs: one per whole ``bytesPerToken``.
+    static func bodyTokens(_ bytes: Int) -> Int {
+        bytes / bytesPerToken
+    }
+
+    /// The tokens `frame`, a request, costs beyond its body's.
+    static func of(_ frame: Frame, limits: ProtocolLimits) -> Int {
+        var cost = 1
+        if frame.kind == .queryDeliveries,
+            let query = try? frame.decode(Pushrelay_V1_QueryDeliveries.self, limits: limits)
+        {
             cost += rowCost(limit: query.limit)
-        } else if frame.kind == .listDevices, let list = try? frame.decode(Pushrelay_V1_ListDevices.self) {
+        } else if frame.kind == .listDevices,
+            let list = try? frame.decode(Pushrelay_V1_ListDevices.self, limits: limits)
+        {
             cost += rowCost(limit: list.limit)
         }
         return cost

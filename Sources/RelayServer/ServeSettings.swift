@@ -46,6 +46,11 @@ public struct ServeSettings: Sendable, Equatable {
     public var maxConnectionsPerTenant = 1_024
     /// User ids plus tokens per send.
     public var maxRecipients = 10_000
+    /// Bytes of request bodies (after decompression) one connection's in-flight requests may hold before the relay
+    /// stops reading it.
+    public var maxInflightBytesPerConnection = 16 << 20
+    /// Bytes of request bodies (after decompression) the in-flight requests of all connections may hold.
+    public var maxInflightBytes = 256 << 20
     /// Seconds without a client frame before GOODBYE and close; 0 never.
     public var idleTimeout = 300
     /// Seconds a connection's answers may wait for a peer that does not read them before it is closed.
@@ -96,6 +101,9 @@ public struct ServeSettings: Sendable, Equatable {
             ServeSetting("max_connections", .int(\.maxConnections, atLeast: 1)),
             ServeSetting("max_connections_per_tenant", .int(\.maxConnectionsPerTenant, atLeast: 1)),
             ServeSetting("max_recipients", .int(\.maxRecipients, atLeast: 1)),
+            ServeSetting(
+                "max_inflight_bytes_per_connection", .int(\.maxInflightBytesPerConnection, atLeast: 65_536)),
+            ServeSetting("max_inflight_bytes", .int(\.maxInflightBytes, atLeast: 65_536)),
             ServeSetting("idle_timeout", .int(\.idleTimeout, atLeast: 0)),
             ServeSetting("write_stall_timeout", .int(\.writeStallTimeout, atLeast: 1)),
             ServeSetting("requests_per_second", .double(\.requestsPerSecond)),

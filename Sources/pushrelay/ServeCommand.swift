@@ -78,6 +78,16 @@ struct ServeCommand: AsyncParsableCommand {
     var maxConnectionsPerTenant: Int?
     @Option(help: "Most recipients per send (default 10000).")
     var maxRecipients: Int?
+    @Option(
+        help:
+            "Bytes of request bodies (after zstd) one connection's requests in flight may hold before the relay stops reading it (default 16777216)."
+    )
+    var maxInflightBytesPerConnection: Int?
+    @Option(
+        help:
+            "Bytes of request bodies (after zstd) the requests in flight of all connections may hold together (default 268435456)."
+    )
+    var maxInflightBytes: Int?
     @Option(help: "Seconds without a client frame before a connection is closed; 0 never (default 300).")
     var idleTimeout: Int?
     @Option(
@@ -135,6 +145,8 @@ struct ServeCommand: AsyncParsableCommand {
             "max_in_flight": maxInFlight.map { "\($0)" }, "max_recipients": maxRecipients.map { "\($0)" },
             "max_connections": maxConnections.map { "\($0)" },
             "max_connections_per_tenant": maxConnectionsPerTenant.map { "\($0)" },
+            "max_inflight_bytes_per_connection": maxInflightBytesPerConnection.map { "\($0)" },
+            "max_inflight_bytes": maxInflightBytes.map { "\($0)" },
             "idle_timeout": idleTimeout.map { "\($0)" }, "write_stall_timeout": writeStallTimeout.map { "\($0)" },
             "requests_per_second": requestsPerSecond.map { "\($0)" },
             "request_burst": requestBurst.map { "\($0)" },

@@ -17,11 +17,14 @@ extension RelayServerSuites {
                 var send = circlMessage(to: ["ada"], wait: false)
                 send.idempotencyKey = "padded"
                 let known: [UInt8] = try send.serializedBytes()
-                // Field 900 (length-delimited, 8 KiB) at the top level, and field 901 inside the alert (field 7).
+                // Field 900 (length-delimited, 8 KiB) at the top level, and field 901 inside the alert (field 7, which
+                // may appear once).
                 let padding = Self.field(900, Array(repeating: 0x41, count: 8_192))
                 var alert: [UInt8] = try send.alert.serializedBytes()
                 alert += Self.field(901, Array(repeating: 0x42, count: 4_096))
-                let body = known + padding + Self.field(7, alert)
+                var withoutAlert = send
+                withoutAlert.clearAlert()
+                let body = try withoutAlert.serializedBytes() + padding + Self.field(7, alert)
                 try await connection.send(
                     frameHeader(length: UInt32(body.count), kind: FrameKind.send.rawValue, requestID: 2) + body)
                 let answer = try #require(await connection.next())

@@ -74,7 +74,8 @@ extension ServeSettings {
             ),
             idleTimeout: idleTimeout == 0 ? nil : .seconds(idleTimeout),
             writeStallTimeout: .seconds(max(1, writeStallTimeout)),
-            maximumConnections: maxConnections, maximumConnectionsPerTenant: maxConnectionsPerTenant
+            maximumConnections: maxConnections, maximumConnectionsPerTenant: maxConnectionsPerTenant,
+            maximumInflightBytesPerConnection: maxInflightBytesPerConnection, maximumInflightBytes: maxInflightBytes
         )
         switch (tlsCert, tlsKey) {
         case (nil, nil):
