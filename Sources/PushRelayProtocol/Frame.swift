@@ -14,8 +14,9 @@ public struct Frame: Sendable {
     /// Most distinct field numbers a body may carry that its message does not declare (fields of a newer
     /// protocol version); beyond it the body is `INVALID_BODY`.
     public static let maximumUnknownFieldNumbers = 64
-    /// Most occurrences of such fields a request body may carry, at every depth in all (``WireShape``); beyond it
-    /// the body is `INVALID_BODY`.
+    /// Most occurrences of such fields a request body may carry, at every depth in all (``WireShape``, which also
+    /// holds the distinct numbers at every depth to ``maximumUnknownFieldNumbers``); beyond it the body is
+    /// `INVALID_BODY`.
     public static let maximumUnknownFields = 1_024
 
     /// A frame from its parts.
@@ -30,12 +31,7 @@ public struct Frame: Sendable {
     /// the request would go on without it). Fields the message does not have are ignored, as protobuf's rules
     /// for evolving a protocol ask, up to ``maximumUnknownFieldNumbers`` distinct ones.
     public func decode<M: SwiftProtobuf.Message>(_ type: M.Type = M.self) throws(ProtocolError) -> M {
-        let message: M
-        do {
-            message = try M(serializedBytes: Array(body.readableBytesView))
-        } catch {
-            throw ProtocolError(.invalidBody, "the body is not a valid \(M.protoMessageName): \(error)")
-        }
+        let message: M = try parse(options: BinaryDecodingOptions())
         guard !message.unknownFields.data.isEmpty else { return message }
         guard let numbers = UnknownFields.numbers(in: message.unknownFields.data) else {
             throw ProtocolError(.invalidBody, "the body holds a group, which proto3 messages do not have")
@@ -53,6 +49,24 @@ public struct Frame: Sendable {
                 .invalidBody, "field \(number) of \(M.protoMessageName) has the wrong wire type for its declared type")
         }
         return message
+    }
+
+    /// The body decoded as `M` with `options`, read where it lies (no copy of the body); `INVALID_BODY` when it is
+    /// not one.
+    func parse<M: SwiftProtobuf.Message>(options: BinaryDecodingOptions) throws(ProtocolError) -> M {
+        do {
+            return try body.withUnsafeReadableBytes { bytes in
+                guard let base = bytes.baseAddress, !bytes.isEmpty else {
+                    return try M(serializedBytes: [UInt8](), options: options)
+                }
+                // Read only, while the buffer is alive.
+                let view = Data(
+                    bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none)
+                return try M(serializedBytes: view, options: options)
+            }
+        } catch {
+            throw ProtocolError(.invalidBody, "the body is not a valid \(M.protoMessageName): \(error)")
+        }
     }
 }
 

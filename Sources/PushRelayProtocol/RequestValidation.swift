@@ -16,11 +16,15 @@ public protocol ValidatedRequest: SwiftProtobuf.Message {
 
 extension Frame {
     /// Checks the body's field counts against `M`'s ``ValidatedRequest/wireShape(limits:)``, then decodes it: the
-    /// first field over its count, or `INVALID_BODY`. Its other field rules are not checked yet.
+    /// first field over its count, or `INVALID_BODY`. Its other field rules are not checked yet. The message keeps
+    /// no field its type does not declare, at any depth (the wire shape bounded them and refused any declared field
+    /// of another wire type): what the relay holds and stores of a request is what it will execute.
     public func decode<M: ValidatedRequest>(_ type: M.Type = M.self, limits: ProtocolLimits) throws(ProtocolError) -> M
     {
         try M.wireShape(limits: limits).check(body, messageName: M.protoMessageName)
-        return try decode()
+        var options = BinaryDecodingOptions()
+        options.discardUnknownFields = true
+        return try parse(options: options)
     }
 
     /// Checks the body's field counts, decodes it as `M` and checks its fields: the first rule broken, or

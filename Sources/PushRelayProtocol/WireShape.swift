@@ -7,8 +7,9 @@ public import NIOCore
 /// empty `loc_args` would cost seconds of CPU before any rule saw it. So the relay first walks the wire bytes,
 /// counting each field at every depth and stopping at the first one over its count: a repeated field has its limit,
 /// a field that is not repeated appears at most once, and fields the messages do not declare (a newer version's)
-/// appear at most ``Frame/maximumUnknownFields`` times in all. A declared field of another wire type than its own is
-/// `INVALID_BODY` at once, as decoding would find. Only then is the body decoded.
+/// appear at most ``Frame/maximumUnknownFields`` times in all, with at most ``Frame/maximumUnknownFieldNumbers``
+/// distinct numbers. A declared field of another wire type than its own is `INVALID_BODY` at once, as decoding
+/// would find. Only then is the body decoded.
 public struct WireShape: Sendable {
     /// How a field's value is encoded (protobuf's wire types, groups aside).
     public enum WireType: UInt64, Sendable {
@@ -91,7 +92,7 @@ public struct WireShape: Sendable {
         let result = body.withUnsafeReadableBytes { bytes in
             Result { () throws(ProtocolError) in
                 var reader = WireReader(bytes: bytes, index: 0, end: bytes.count, messageName: messageName)
-                var undeclared = 0
+                var undeclared = Undeclared()
                 try scan(&reader, undeclared: &undeclared)
             }
         }
@@ -99,15 +100,21 @@ public struct WireShape: Sendable {
     }
 
     /// Counts the fields from `reader` to its end.
-    private func scan(_ reader: inout WireReader, undeclared: inout Int) throws(ProtocolError) {
+    private func scan(_ reader: inout WireReader, undeclared: inout Undeclared) throws(ProtocolError) {
         var counts: [Int: Int] = [:]
         while !reader.isAtEnd {
             let (number, wireType) = try reader.tag()
             guard let field = fields[number] else {
-                undeclared += 1
-                guard undeclared <= Frame.maximumUnknownFields else {
+                undeclared.occurrences += 1
+                undeclared.numbers.insert(number)
+                guard undeclared.occurrences <= Frame.maximumUnknownFields else {
                     throw reader.invalid(
                         "it holds more than \(Frame.maximumUnknownFields) fields its messages do not declare")
+                }
+                guard undeclared.numbers.count <= Frame.maximumUnknownFieldNumbers else {
+                    throw reader.invalid(
+                        "it holds more than \(Frame.maximumUnknownFieldNumbers) field numbers its messages do not "
+                            + "declare")
                 }
                 try reader.skip(wireType)
                 continue
@@ -142,6 +149,12 @@ public struct WireShape: Sendable {
         return .invalidArgument(
             path, "\(path) holds more than \(field.limit) entries; at most \(field.limit) are allowed")
     }
+}
+
+/// The fields of a body its messages do not declare, at every depth: how many, and their numbers.
+private struct Undeclared {
+    var occurrences = 0
+    var numbers: Set<Int> = []
 }
 
 /// Reads protobuf's wire format from a range of bytes, refusing what protobuf would not decode.

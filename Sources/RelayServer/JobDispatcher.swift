@@ -1,7 +1,6 @@
 import APNs
 import Foundation
 import Logging
-import NIOCore
 import PushRelayProtocol
 import RelayStore
 import SwiftProtobuf
@@ -38,13 +37,12 @@ final class JobDispatcher: Sendable {
     /// `NO_PROVIDER_KEY` or `PROVIDER_KEY_UNREADABLE`, logged at error level once per tenant and cause.
     func send(
         _ request: Pushrelay_V1_Send,
-        body: ByteBuffer,
         tenant: TenantConfiguration,
         limits: ProtocolLimits,
         logger: Logger
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
         let plan = try SendPlan(request, tenant: tenant)
-        let stored = try Self.storedForm(of: body)
+        let stored = try Self.storedForm(of: request)
         if let refusal = await pools.sendRefusal(tenant: tenant.id, environments: plan.environments) {
             RelayMetrics.sendRefused(tenant: tenant.id, code: refusal.code)
             throw refusal
@@ -105,17 +103,14 @@ final class JobDispatcher: Sendable {
         return answer
     }
 
-    /// The request as its job stores it: the SEND's body, already validated, encoded again without the fields this
-    /// version does not declare (at any depth), so that a body padded with unknown fields costs its sender's frame,
-    /// not the database (the job stores only what it will execute).
-    static func storedForm(of body: ByteBuffer) throws(ProtocolError) -> [UInt8] {
-        var options = BinaryDecodingOptions()
-        options.discardUnknownFields = true
+    /// The request as its job stores it: the validated SEND encoded again. `Frame.decode(limits:)` kept none of the
+    /// fields this version does not declare (at any depth), so a body padded with unknown fields costs its sender's
+    /// frame, not the database (the job stores only what it will execute).
+    static func storedForm(of request: Pushrelay_V1_Send) throws(ProtocolError) -> [UInt8] {
         do {
-            return try Pushrelay_V1_Send(serializedBytes: Array(body.readableBytesView), options: options)
-                .serializedBytes()
+            return try request.serializedBytes()
         } catch {
-            throw ProtocolError(.invalidBody, "the body is not a valid pushrelay.v1.Send: \(error)")
+            throw ProtocolError(.internal, "the request could not be encoded: \(error)")
         }
     }
 

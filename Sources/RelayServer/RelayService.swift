@@ -131,8 +131,8 @@ public final class RelayService: Sendable {
         if frame.kind == .send {
             // A SEND takes its tenant's database slots step by step: a SEND that waits holds none while it waits.
             answer = try await dispatcher.send(
-                try frame.request(limits: limits, nowMilliseconds: Date().unixMilliseconds), body: frame.body,
-                tenant: tenant, limits: limits, logger: logger)
+                try frame.request(limits: limits, nowMilliseconds: Date().unixMilliseconds), tenant: tenant,
+                limits: limits, logger: logger)
         } else {
             answer = try await statements.run(tenant: tenantID) { () async throws(ProtocolError) in
                 try await answerRequest(frame, tenant: tenant, logger: logger)

@@ -243,6 +243,12 @@ import Testing
         // Undeclared fields are counted at every depth together.
         let inAlert = Self.tag(7, 2) + Self.varint(UInt64(undeclared.count)) + undeclared
         #expect(Self.verdict(send, many + inAlert) == .refused(.invalidBody, field: ""))
+        // And their distinct numbers: 64 at the top level pass, one more in the alert does not.
+        let distinct = (100..<164).flatMap { Self.field($0, 0) }
+        #expect(Self.verdict(send, distinct) == .accepted)
+        let another = Self.field(164, 0)
+        let anotherInAlert = Self.tag(7, 2) + Self.varint(UInt64(another.count)) + another
+        #expect(Self.verdict(send, distinct + anotherInAlert) == .refused(.invalidBody, field: ""))
         for body: [UInt8] in [
             Self.field(2, 0),  // user_ids as a varint
             Self.tag(7, 5) + [0, 0, 0, 0],  // alert as 4 fixed bytes
