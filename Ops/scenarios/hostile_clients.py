@@ -16,6 +16,9 @@ answer, and never crashes.
                      declared size, garbage; the connection must answer a PING after each
   floods             100 MiB of PINGs after HELLO and 50 MiB before HELLO, never read: relay RSS growth,
                      a well-behaved client served meanwhile, the flooder's connection closed
+  inflating bodies   pipelined SENDs and PINGs whose zstd bodies inflate to 4 MiB, from 160 bytes (refused for
+                     their ratio) and within the ratio (charged, held to the per-connection budget); SENDs of
+                     millions of empty loc_args: the answers, relay RSS growth and CPU seconds
   revoke             a credential revoked (admin CLI) while its connection is open
   log forging        newlines and ESC in HELLO's tenant and client_name; a credential sent as the tenant
 
@@ -1630,6 +1633,172 @@ def flood_attack(total_bytes: int, with_hello: bool, max_seconds: float):
     return attack
 
 
+# --- 6b. inflating bodies ----------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU seconds so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def inflating(message, inflated: int, random_bytes: int) -> bytes:
+    """A hand-made zstd body: `message` with an undeclared field (number 1000) that makes it `inflated` bytes long,
+    `random_bytes` random bytes (one raw block: what the frame carries) then zeros (RLE blocks of 4 bytes)."""
+    head = body_of(message)
+    length = inflated - len(head) - 2 - len(varint(inflated))
+    prefix = head + b"\xc2\x3e" + varint(length) + os.urandom(random_bytes)
+    total = len(prefix) + length - random_bytes
+    return zstd_header(total) + raw_block(prefix, last=False) + rle_blocks(total - len(prefix))
+
+
+def loc_args_body(count: int) -> bytes:
+    """A SEND to hostile-u1 whose alert holds `count` empty loc_args (two bytes each)."""
+    alert = b"\x52\x00" * count
+    return body_of(pb.Send(notification_type="message", user_ids=[USER1])) + b"\x3a" + varint(len(alert)) + alert
+
+
+def pipelined(ctx: Context, frames: List[bytes], timeout: float) -> Tuple[Dict[str, int], str]:
+    """Writes `frames` at once on a fresh connection (from a thread: the relay may stop reading) and reads their
+    answers: how many of each outcome ("ok" or the ERROR code), and what went wrong ("" when every one came)."""
+    try:
+        conn = fresh(ctx, timeout=10)
+    except (Closed, OSError) as error:
+        return {}, f"connect: {error}"
+    writer_sock = conn.sock.dup()
+    writer_sock.settimeout(timeout)
+    data = b"".join(frames)
+
+    def write() -> None:
+        try:
+            writer_sock.sendall(data)
+        except OSError:
+            pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    outcomes: Dict[str, int] = {}
+    problem = ""
+    deadline = time.monotonic() + timeout
+    for _ in frames:
+        try:
+            got = conn.read_frame(max(0.0, deadline - time.monotonic()))
+        except Closed as closed:
+            problem = f"closed after {sum(outcomes.values())} answers: {closed}"
+            break
+        if got is None:
+            problem = f"{len(frames) - sum(outcomes.values())} answers missing after {timeout:g}s"
+            break
+        _version, _flags, kind, _rid, body = got
+        outcome = "ok"
+        if kind == ERROR:
+            error = pb.Error()
+            error.ParseFromString(body)
+            outcome = code_name(error.code) + (f" ({error.field})" if error.field else "")
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    writer_sock.close()
+    writer.join(5)
+    conn.close()
+    return outcomes, problem
+
+
+def inflate_attack(make: Callable[[Context], List[List[bytes]]], allowed: Sequence[str], bound_kib: int,
+                   probe: bool = False):
+    """Each list of frames from `make` pipelined on its own connection, all at once: every answer must be one of
+    `allowed` ("ok" or a code), the relay's RSS must grow at most `bound_kib`, and (with `probe`) a well-behaved
+    client is served meanwhile. The detail gives the outcomes, the RSS and the relay's CPU seconds."""
+
+    def attack(ctx: Context) -> Tuple[bool, str]:
+        connections = make(ctx)
+        prober = Prober(ctx) if probe else None
+        if prober:
+            prober.start()
+        time.sleep(0.6)
+        before = ctx.sampler.baseline()
+        cpu_before = cpu_seconds(ctx.relay.pid)
+        started = time.monotonic()
+        results: List[Tuple[Dict[str, int], str]] = [({}, "")] * len(connections)
+
+        def run(index: int) -> None:
+            results[index] = pipelined(ctx, connections[index], timeout=60)
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(connections))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(70)
+        took = time.monotonic() - started
+        time.sleep(0.3)
+        cpu = cpu_seconds(ctx.relay.pid) - cpu_before
+        peak = ctx.sampler.peak(started, time.monotonic())
+        if prober:
+            prober.stopping.set()
+            prober.join(10)
+        outcomes: Dict[str, int] = {}
+        problems = [problem for _o, problem in results if problem]
+        for counts, _problem in results:
+            for outcome, count in counts.items():
+                outcomes[outcome] = outcomes.get(outcome, 0) + count
+        unexpected = [o for o in outcomes if o.split(" ")[0] not in allowed]
+        growth = max(0, peak - before)
+        sent = sum(len(f) for frames in connections for f in frames)
+        inflated = sum(len(frames) for frames in connections)
+        parts = [f"{inflated} frames, {sent / 1024:.0f} KiB sent on {len(connections)} connections in {took:.1f}s",
+                 "answers " + ", ".join(f"{o} x{n}" for o, n in sorted(outcomes.items())),
+                 f"relay RSS {mib(before)} -> peak {mib(peak)}: growth {mib(growth)} (bound {mib(bound_kib)})",
+                 f"relay CPU {cpu:.2f}s"]
+        held = not problems and not unexpected and growth <= bound_kib
+        if problems:
+            parts.append("; ".join(problems[:2]))
+        if unexpected:
+            parts.append("unexpected: " + ", ".join(unexpected))
+        if prober:
+            parts.append(prober.summary())
+            held = held and not prober.failures
+        return held, "; ".join(parts)
+
+    return attack
+
+
+def frames_of(kind: int, bodies: Sequence[bytes], flags: int = FLAG_ZSTD) -> List[bytes]:
+    return [frame(kind, 10 + index, body, flags=flags) for index, body in enumerate(bodies)]
+
+
+def tiny_inflating_sends(ctx: Context) -> List[List[bytes]]:
+    """The report's attack: 128 pipelined SENDs of about 160 bytes, each declaring 4 MiB (refused for its ratio)."""
+    body = inflating(base_send(ctx), ctx.max_decompressed_bytes, 0)
+    return [frames_of(SEND, [body] * 128)]
+
+
+def inflating_sends(ctx: Context) -> List[List[bytes]]:
+    """4 connections of 32 pipelined SENDs that inflate to 4 MiB within the ratio (16.5 KiB each as sent): charged
+    65 tokens each, held to 16 MiB per connection while in flight."""
+    send = base_send(ctx)
+    send.idempotency_key = "hostile-inflating-sends"
+    body = inflating(send, ctx.max_decompressed_bytes, 16_900)
+    return [frames_of(SEND, [body] * 32) for _ in range(4)]
+
+
+def inflating_pings(ctx: Context) -> List[List[bytes]]:
+    """256 PINGs of about 160 bytes declaring 4 MiB (refused for their ratio), then 256 that inflate to 4 MiB
+    within it (charged 64 tokens each: RATE_LIMITED once the burst is spent, before decompressing)."""
+    tiny = inflating(pb.Ping(nonce=1), ctx.max_decompressed_bytes, 0)
+    within = inflating(pb.Ping(nonce=2), ctx.max_decompressed_bytes, 16_900)
+    return [frames_of(PING, [tiny] * 256 + [within] * 256)]
+
+
+def loc_args_bombs(ctx: Context) -> List[List[bytes]]:
+    """64 SENDs of 2.1 million empty loc_args in about 400 bytes of zstd (refused for their ratio), and 8 of
+    500,000 sent as they are (1 MB each: refused at the 257th entry, before decoding)."""
+    compressed = zstandard.ZstdCompressor().compress(loc_args_body(2_100_000)) if zstandard else b""
+    plain = loc_args_body(500_000)
+    return [frames_of(SEND, [compressed] * 64), frames_of(SEND, [plain] * 8, flags=0)]
+
+
 # --- 7. revoke on an open connection -----------------------------------------------------------------
 
 
@@ -1839,6 +2008,12 @@ ATTACKS: List[Tuple[str, Callable[[Context], Tuple[bool, str]]]] = [
     ("zstd-garbage", zstd_attack(variants_garbage)),
     ("flood-100MiB-pings-after-hello", flood_attack(100 * MIB, True, 30)),
     ("flood-50MiB-pings-before-hello", flood_attack(50 * MIB, False, 20)),
+    ("inflate-128-tiny-sends-of-4MiB", inflate_attack(tiny_inflating_sends, ["DECOMPRESSED_TOO_LARGE"], 16 * 1024)),
+    ("inflate-4x32-sends-of-4MiB-within-ratio",
+     inflate_attack(inflating_sends, ["ok", "RATE_LIMITED"], 4 * 16 * 1024 + 32 * 1024)),
+    ("inflate-512-pings-of-4MiB",
+     inflate_attack(inflating_pings, ["ok", "DECOMPRESSED_TOO_LARGE", "RATE_LIMITED"], 16 * 1024, probe=True)),
+    ("loc-args-bombs", inflate_attack(loc_args_bombs, ["DECOMPRESSED_TOO_LARGE", "INVALID_ARGUMENT"], 32 * 1024)),
     ("revoke-open-connection", attack_revoke),
     ("log-forging", attack_log_forging),
     ("credential-as-tenant", attack_credential_as_tenant),
