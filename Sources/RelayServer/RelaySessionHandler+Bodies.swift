@@ -32,16 +32,48 @@ extension RelaySessionHandler {
                 return .wait
             }
         }
-        let tokens = RequestCost.bodyTokens(bodyBytes)
-        if tokens > 0, let retryAfter = service.requests.admit(limiterKey, cost: tokens) {
+        let tokens = RequestCost.frameTokens(bodyBytes: bodyBytes)
+        if let retryAfter = service.requests.admit(limiterKey, cost: tokens) {
             if holds { bodies.release(bodyBytes) }
+            if toldRateLimited {
+                waitForTokens(retryAfter: retryAfter, context: context)
+                return .wait
+            }
+            toldRateLimited = true
             return .refuse(
                 ProtocolError(
-                    .rateLimited, "this credential's request limit is reached (the body costs \(tokens) tokens)",
+                    .rateLimited, "this credential's request limit is reached (the frame costs \(tokens) tokens)",
                     retryAfterMilliseconds: retryAfter))
         }
+        // A frame taken at once ends the episode: the next refusal is told again.
+        if !resumedFromTokenWait { toldRateLimited = false }
+        resumedFromTokenWait = false
         if holds { admittedBytes = bodyBytes }
         return .admit
+    }
+
+    /// Charges a frame the parser refused (a bad version or flags, a body beyond its ratio) its one token, so that a
+    /// flood of refused frames is throttled as any other: past the limit, the connection is not read until the wait.
+    func chargeRefusal(context: ChannelHandlerContext) {
+        guard case .open = state, let retryAfter = service.requests.admit(limiterKey, cost: 1) else { return }
+        // Each refused frame was answered its own error; past the limit the connection is just not read for a while.
+        toldRateLimited = true
+        waitForTokens(retryAfter: retryAfter, context: context)
+    }
+
+    /// Stops reading the connection for `retryAfter` milliseconds, the wait for the tokens of the frame it holds: it
+    /// was answered `RATE_LIMITED` and kept sending. A connection is told once per episode; what it sends meanwhile
+    /// stays unread (TCP back-pressure) and is taken, in order, as the tokens come back.
+    private func waitForTokens(retryAfter: UInt32, context: ChannelHandlerContext) {
+        guard !waitingForTokens else { return }
+        waitingForTokens = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .milliseconds(Int64(max(retryAfter, 1)))) {
+            let (handler, context) = bound.value
+            handler.waitingForTokens = false
+            handler.resumedFromTokenWait = true
+            if handler.state != .closed { handler.processInbound(context: context) }
+        }
     }
 
     /// Request `id`, now in flight, holds the bytes its frame was admitted with until it is answered.

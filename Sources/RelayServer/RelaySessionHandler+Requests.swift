@@ -58,9 +58,8 @@ extension RelaySessionHandler {
         case .unsubscribeResults:
             unsubscribe(frame, context: context)
         case let kind where FrameKind.requests.contains(kind):
-            if let retryAfter = service.requests.admit(
-                limiterKey, cost: RequestCost.of(frame, limits: configuration.limits))
-            {
+            let rows = RequestCost.rowTokens(of: frame, limits: configuration.limits)
+            if rows > 0, let retryAfter = service.requests.admit(limiterKey, cost: rows) {
                 writeError(
                     ProtocolError(
                         .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter

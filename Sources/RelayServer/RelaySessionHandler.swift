@@ -52,6 +52,13 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     var admittedBytes = 0
     /// The next frame waits for inflated bytes to be given back; the socket is not read meanwhile.
     var waitingForBytes = false
+    /// The connection waits for its credential's tokens: it was answered `RATE_LIMITED` and kept sending, so the
+    /// socket is not read until the frame it holds can pay.
+    var waitingForTokens = false
+    /// The connection was answered `RATE_LIMITED` and has not had a frame taken without waiting since.
+    var toldRateLimited = false
+    /// The frame being admitted is read again after a wait for tokens.
+    var resumedFromTokenWait = false
     private var pendingRead = false
     var subscriptions: [UInt32: UUID] = [:]
     var queuedEvents: [(UInt32, Pushrelay_V1_ResultEvent)] = []
@@ -155,7 +162,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         switch state {
         case .authenticating, .closing, .closed: true
         case .awaitingHello, .open:
-            inFlight.count >= configuration.limits.maxInFlight || waitingForBytes
+            inFlight.count >= configuration.limits.maxInFlight || waitingForBytes || waitingForTokens
                 || context?.channel.isWritable == false
         }
     }
@@ -236,6 +243,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             close(context: context)
         case .refused(let requestID, let kind, let error):
             writeError(error, requestID: requestID, kind: kind, context: context)
+            chargeRefusal(context: context)
         case .frame(let frame):
             lastActivity = .now()
             handle(frame, context: context)

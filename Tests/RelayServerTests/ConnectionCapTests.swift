@@ -112,7 +112,7 @@ extension RelayServerSuites {
     /// A request is charged by its cost against its credential's limit: a query of 1,000 rows is not a PING.
     @Suite struct RequestCostTests {
         @Test func aLargeDeliveryQueryCostsItsRowsAndTheNextRequestWaitsForThem() async throws {
-            try await RelayHarness.with(requestsPerSecond: 1, requestBurst: 10) { relay in
+            try await RelayHarness.with(requestsPerSecond: 1, requestBurst: 100) { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var query = Pushrelay_V1_QueryDeliveries()
@@ -126,6 +126,8 @@ extension RelayServerSuites {
                 let refusal = try #require(await connection.next())
                 let error = try refusal.decode(Pushrelay_V1_Error.self)
                 #expect(error.code == .rateLimited)
+                // The query took all 100 tokens (one for the frame, 99 for its rows): the listing's frame waits for
+                // the next token.
                 #expect(error.retryAfterMs > 500 && error.retryAfterMs <= 1_000)
                 await connection.close()
             }

@@ -183,25 +183,40 @@ extension RelayServerSuites {
             #expect(budget.held == 0 && woken.count == 2)
         }
 
-        @Test func aPingPaysForItsInflatedBodyAndASmallOneStaysFree() async throws {
-            try await RelayHarness.with(requestsPerSecond: 1, requestBurst: 4) { relay in
+        @Test func aPingPaysForItsInflatedBodyAndAFloodIsToldOnceThenNotRead() async throws {
+            try await RelayHarness.with(requestsPerSecond: 20, requestBurst: 6) { relay in
                 let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var ping = Pushrelay_V1_Ping()
                 ping.nonce = 5
-                // 128 KiB once inflated: two tokens each, from a burst of four.
+                // 128 KiB once inflated: three tokens each (one, and two for the body), from a burst of six.
                 let heavy = padded(ping, by: 128 << 10)
                 for id: UInt32 in 1...2 {
                     try await connection.send(compressedFrame(kind: .ping, requestID: id, body: heavy))
                     #expect(await connection.next()?.kind == FrameKind.ping.answer)
                 }
-                try await connection.send(compressedFrame(kind: .ping, requestID: 3, body: heavy))
-                let refusal = try #require(await connection.next())
-                #expect(refusal.requestID == 3)
-                let error = try refusal.decode(Pushrelay_V1_Error.self)
-                #expect(error.code == .rateLimited && error.retryAfterMs > 1_000)
-                // A PING of a few bytes costs nothing, tokens or not.
-                #expect(try await connection.pingWorks(requestID: 4))
+                // 50 small PINGs at once, a token each, with none left: the first is answered RATE_LIMITED, the
+                // rest are not read until the wait it was told has passed, then answered as tokens come back. Without
+                // the pause every one of them would be answered RATE_LIMITED.
+                var flood = ByteBuffer()
+                for id: UInt32 in 3..<53 {
+                    FrameEncoder().encode(kind: .ping, requestID: id, message: ping, into: &flood)
+                }
+                try await connection.send(flood)
+                var limited: [UInt32] = []
+                var pongs = 0
+                for _ in 0..<50 {
+                    let answer = try #require(await connection.next())
+                    if answer.kind == .error {
+                        #expect(try answer.decode(Pushrelay_V1_Error.self).code == .rateLimited)
+                        limited.append(answer.requestID)
+                    } else {
+                        #expect(answer.kind == FrameKind.ping.answer)
+                        pongs += 1
+                    }
+                }
+                #expect(limited.first == 3)
+                #expect(limited.count <= 3 && pongs == 50 - limited.count, "RATE_LIMITED: \(limited)")
                 await connection.close()
             }
         }
