@@ -99,6 +99,8 @@ log "relay: tenants, credential, serve"
 "$BIN" admin tenant sync "$ROOT/Tenants" --data-dir "$TMP/pg"
 CIRCL_SECRET="$("$BIN" admin credential issue circl --name hostile-clients --secret-only --data-dir "$TMP/pg")"
 [[ "$CIRCL_SECRET" =~ ^prk_[A-Za-z0-9_-]+$ ]] || fail "credential issue circl --secret-only printed no bare secret"
+# The well-behaved client's own credential: a flood spends its credential's request limit, not another's.
+PROBE_SECRET="$("$BIN" admin credential issue circl --name hostile-probe --secret-only --data-dir "$TMP/pg")"
 
 step="relay-start"
 # No operator HTTP port: the default 127.0.0.1:9411 may belong to another relay on this machine.
@@ -116,7 +118,7 @@ step="attacks"
 log "Ops/scenarios/hostile_clients.py against $address"
 set +e
 (cd "$TMP" && timeout --kill-after=10 "$PYTHON_TIMEOUT" "$PY" "$ROOT/Ops/scenarios/hostile_clients.py" \
-    --address "$address" --tenant circl --credential "$CIRCL_SECRET" \
+    --address "$address" --tenant circl --credential "$CIRCL_SECRET" --probe-credential "$PROBE_SECRET" \
     --relay-pid "${RELAY_PID[main]}" --relay-log "$TMP/relay-main.log" --pid-file "$TMP/relay.pid" \
     --serve-args "$TMP/serve.args" --bin "$BIN" --data-dir "$TMP/pg" \
     --write-stall-timeout "$stall_arg" --budget "$ATTACK_BUDGET" ${HOSTILE_ONLY:+--only "$HOSTILE_ONLY"} ${HOSTILE_VERBOSE:+--verbose}) |

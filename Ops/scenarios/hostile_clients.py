@@ -15,7 +15,8 @@ answer, and never crashes.
   zstd liars         declared size 0 with data, skippable frames, declared size over the limit, no
                      declared size, garbage; the connection must answer a PING after each
   floods             100 MiB of PINGs after HELLO and 50 MiB before HELLO, never read: relay RSS growth,
-                     a well-behaved client served meanwhile, the flooder's connection closed
+                     a well-behaved client (its own credential) served meanwhile, the flooder's connection
+                     closed, or after HELLO throttled: read only at its credential's request rate
   inflating bodies   pipelined SENDs and PINGs whose zstd bodies inflate to 4 MiB, from 160 bytes (refused for
                      their ratio) and within the ratio (charged, held to the per-connection budget); SENDs of
                      millions of empty loc_args: the answers, relay RSS growth and CPU seconds
@@ -1490,8 +1491,9 @@ def relay_side(relay_port: int, client_port: int) -> Optional[Tuple[int, int]]:
 
 
 class Prober(threading.Thread):
-    """A well-behaved client meanwhile: PING and LIST_DEVICES every 0.5 s, each timed (a debug relay on a
-    loaded 2-core machine answers in seconds, not milliseconds: the limit is generous)."""
+    """A well-behaved client meanwhile, on its own credential (a flood spends its own credential's request limit):
+    PING and LIST_DEVICES every 0.5 s, each timed (a debug relay on a loaded 2-core machine answers in seconds, not
+    milliseconds: the limit is generous)."""
 
     def __init__(self, ctx: Context, limit: float = 10.0) -> None:
         super().__init__(daemon=True)
@@ -1502,7 +1504,7 @@ class Prober(threading.Thread):
         self.failures: List[str] = []
 
     def run(self) -> None:
-        session = Session(self.ctx, name="hostile-probe")
+        session = Session(self.ctx, credential=self.ctx.args.probe_credential or None, name="hostile-probe")
         while not self.stopping.is_set():
             for kind, message in ((PING, pb.Ping(nonce=1)), (LIST_DEVICES, pb.ListDevices(user_id=USER1))):
                 started = time.monotonic()
@@ -1588,6 +1590,7 @@ def flood_attack(total_bytes: int, with_hello: bool, max_seconds: float):
         # socket: RST, or FIN behind the unread answers), at most close_bound + 5 s after the last change.
         last_tx: Optional[int] = None
         tx_changed = last_progress
+        watch_cpu_start = cpu_seconds(ctx.relay.pid)
         hard_stop = started + max_seconds + close_bound + 30
         while closed_at is None and ctx.relay.alive():
             now = time.monotonic()
@@ -1603,9 +1606,14 @@ def flood_attack(total_bytes: int, with_hello: bool, max_seconds: float):
                 break
             if now > max(last_progress, tx_changed) + close_bound + 5 or now > hard_stop:
                 break
+            # After HELLO the flood spends its credential's tokens: past them the relay reads it only as tokens come
+            # back, answering at that rate. Watched for as long as a stall would take, then judged by its CPU.
+            if with_hello and now > last_progress + close_bound + 5:
+                break
             time.sleep(0.2)
         reference = max(last_progress, tx_changed)
         finished = time.monotonic()
+        watch_cpu = (cpu_seconds(ctx.relay.pid) - watch_cpu_start) / max(finished - last_progress, 0.001)
         probe.stopping.set()
         probe.join(10)
         peak = ctx.sampler.peak(started, finished)
@@ -1614,11 +1622,14 @@ def flood_attack(total_bytes: int, with_hello: bool, max_seconds: float):
         parts = [f"wrote {sent / MIB:.1f} MiB in {last_progress - started:.1f}s ({stop_why})",
                  f"relay RSS {mib(before)} -> peak {mib(peak)}: growth {mib(growth)} (bound {mib(bound_kib)})"]
         held = growth <= bound_kib
-        if closed_at is None:
+        if closed_at is None and with_hello and watch_cpu <= 0.3:
+            parts.append(f"throttled: the relay reads the flood only at its credential's request rate (relay CPU "
+                         f"{watch_cpu:.2f} s/s for {finished - last_progress:.1f}s after the writes blocked); open")
+        elif closed_at is None:
             held = False
             parts.append(f"connection NOT closed by the relay: still open {finished - reference:.1f}s after its "
                          f"answers stopped flowing, {finished - started:.1f}s after the flood began "
-                         f"(bound {close_bound}s)")
+                         f"(bound {close_bound}s; relay CPU {watch_cpu:.2f} s/s)")
         else:
             delay = max(0.0, closed_at - reference)
             parts.append(f"closed by the relay {delay:.1f}s after its answers stopped flowing, "
@@ -2075,6 +2086,8 @@ def main() -> int:
     parser.add_argument("--address", required=True, help="host:port of the relay")
     parser.add_argument("--tenant", default="circl")
     parser.add_argument("--credential", required=True, help="a prk_ secret of the tenant")
+    parser.add_argument("--probe-credential", default="",
+                        help="another prk_ secret of the tenant, for the well-behaved client (default: --credential)")
     parser.add_argument("--relay-pid", type=int, required=True)
     parser.add_argument("--relay-log", required=True, help="the relay's log file (stdout and stderr)")
     parser.add_argument("--bin", required=True, help="the pushrelay binary (for the admin CLI)")

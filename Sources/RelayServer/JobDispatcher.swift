@@ -20,8 +20,9 @@ final class JobDispatcher: Sendable {
     /// progress anyway (a page done by another relay process is not signalled); doubled after each look, up to
     /// ``longestWaitPause``.
     static let firstWaitPause: Duration = .milliseconds(10)
-    /// The longest a waiting caller goes without looking at its job.
-    static let longestWaitPause: Duration = .milliseconds(250)
+    /// The longest a waiting caller goes without looking at its job: a page done by another relay process is seen
+    /// within it; a page done by this one wakes the caller at once.
+    static let longestWaitPause: Duration = .seconds(1)
 
     init(store: RelayStore, worker: FanOutWorker, pools: PoolRegistry, statements: TenantStatementGate) {
         self.store = store
