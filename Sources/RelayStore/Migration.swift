@@ -516,15 +516,5 @@ extension Migration {
                 """,
             ]
         ),
-        Migration(
-            version: 16,
-            name: "tenant_time_index",
-            statements: [
-                // A tenant's time-range query (QUERY_DELIVERIES by from_ms/to_ms, paged by keyset) reads that
-                // tenant's rows only, from the newest down: BRIN on sent_at read every tenant's rows in the range.
-                "CREATE INDEX deliveries_tenant_sent ON deliveries (tenant_id, sent_at)",
-                "DROP INDEX deliveries_sent",
-            ]
-        ),
     ]
 }

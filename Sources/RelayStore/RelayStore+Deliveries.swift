@@ -209,8 +209,8 @@ extension RelayStore {
         try await deliveryRows(Self.timeRangeDeliveries(tenant: tenant, from: from, to: to, limit: limit, after: key))
     }
 
-    /// The statement of ``deliveries(tenant:from:to:limit:after:)``: the index `deliveries_tenant_sent` reads only
-    /// the tenant's rows, from the newest (or the key) down.
+    /// The statement of ``deliveries(tenant:from:to:limit:after:)``: the BRIN index on `sent_at` narrows it to the
+    /// range's blocks (every tenant's rows in them).
     static func timeRangeDeliveries(
         tenant: String, from: Date, to: Date, limit: Int, after key: DeliveryKey?
     ) -> PostgresQuery {

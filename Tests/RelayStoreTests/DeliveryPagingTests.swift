@@ -72,27 +72,18 @@ struct DeliveryPagingTests {
         }
     }
 
-    @Test("a tenant's time range is paged completely; its plan reads that tenant's rows from the key down")
-    func timeRangePagedByTenantIndex() async throws {
+    @Test("a tenant's time range is paged completely, only its rows, none twice")
+    func timeRangePagedCompletely() async throws {
         try await withTenantStore { store in
             let base = Date().addingTimeInterval(-60)
             try await store.recordDeliveries(rows("circl", job: UUID().uuidString.lowercased(), base: base))
             try await store.recordDeliveries(rows("familyportal", job: UUID().uuidString.lowercased(), base: base))
-            // As autovacuum would have it: statistics of the rows.
-            try await store.database.query("ANALYZE deliveries", logger: store.logger)
             let (from, to) = (base.addingTimeInterval(-3_600), base.addingTimeInterval(1))
             let (all, pages) = try await allPages(limit: 1_000) { key in
                 try await store.deliveries(tenant: "familyportal", from: from, to: to, limit: 1_001, after: key)
             }
             #expect(pages == 10 && all.count == 10_000)
             #expect(all.allSatisfy { $0.tenantID == "familyportal" } && Set(all.map(\.token)).count == 10_000)
-            // The page after row 5,000: the scans start at its key and read about a page (plus one run of ties),
-            // never circl's 10,000 rows in the same range.
-            let query = RelayStore.timeRangeDeliveries(
-                tenant: "familyportal", from: from, to: to, limit: 101, after: DeliveryKey(after: all[4_999]))
-            let plan = try await scans(of: query, in: store)
-            #expect(!plan.isEmpty && plan.allSatisfy { $0.1.contains("tenant_id_sent_at") }, "plan \(plan)")
-            #expect(plan.map(\.2).reduce(0, +) <= 400, "read \(plan)")
         }
     }
 }
