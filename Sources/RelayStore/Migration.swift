@@ -516,5 +516,20 @@ extension Migration {
                 """,
             ]
         ),
+        Migration(
+            version: 16,
+            name: "delivery_tenant_time_index",
+            statements: [
+                // A tenant's time range reads that tenant's rows only, from a page's key down. The key is a 64-bit
+                // hash of the tenant id with the time (lookups give the hash and check the tenant on the row), not
+                // `(tenant_id, sent_at)`: the per-user cap counts name the tenant and a time window too, and on a
+                // fresh day partition (no statistics yet) the planner took such an index for them, reading every
+                // row of the tenant's day once per user of a page (a 100,000-device fan-out took 7-38 s, not 1.4 s).
+                """
+                CREATE INDEX deliveries_tenant_time ON deliveries (hashtextextended(tenant_id, 0), sent_at)
+                WITH (deduplicate_items = off)
+                """
+            ]
+        ),
     ]
 }

@@ -209,18 +209,27 @@ extension RelayStore {
         try await deliveryRows(Self.timeRangeDeliveries(tenant: tenant, from: from, to: to, limit: limit, after: key))
     }
 
-    /// The statement of ``deliveries(tenant:from:to:limit:after:)``: the BRIN index on `sent_at` narrows it to the
-    /// range's blocks (every tenant's rows in them).
+    /// The statement of ``deliveries(tenant:from:to:limit:after:)``: the index of the tenant's hash and the time
+    /// (`deliveries_tenant_time`) reads the tenant's rows from the page's key down, newest first.
+    ///
+    /// The page's oldest time (`edge`) is found first, by the time alone, in the index's order: a scan that stops
+    /// after `limit` rows whatever the planner believes. The page is then sorted from the rows between the key and
+    /// that time (a page and the ties of its last instant); sorting by the whole order at once, the planner, misled
+    /// by a fresh day partition without statistics, read every row of the range below the key.
     static func timeRangeDeliveries(
         tenant: String, from: Date, to: Date, limit: Int, after key: DeliveryKey?
     ) -> PostgresQuery {
         var query = DeliveryQuery(tenant: tenant, key: key)
         let (from, to) = (query.bind(from), query.bind(to))
-        let after = query.afterKey(of: "d")
+        let rows = """
+            FROM deliveries d
+            WHERE hashtextextended(d.tenant_id, 0) = hashtextextended($1, 0) AND d.tenant_id = $1
+              AND d.sent_at >= \(from) AND d.sent_at < \(to) AND \(query.afterKey(of: "d"))
+            """
         return query.sql(
             """
-            SELECT \(Self.deliveryColumns) FROM deliveries d
-            WHERE d.tenant_id = $1 AND d.sent_at >= \(from) AND d.sent_at < \(to) AND \(after)
+            WITH edge AS (SELECT d.sent_at \(rows) ORDER BY d.sent_at DESC OFFSET \(max(limit, 1) - 1) LIMIT 1)
+            SELECT \(Self.deliveryColumns) \(rows) AND d.sent_at >= coalesce((SELECT sent_at FROM edge), \(from))
             ORDER BY \(DeliveryQuery.order(of: "d")) LIMIT \(limit)
             """)
     }

@@ -4,7 +4,7 @@ import Logging
 import PostgresNIO
 
 extension RelayStore {
-    /// Registers a device under the tenant's token policy (read from `tenants.config`), in one transaction.
+    /// Registers a device under the tenant's token policy (read from `tenants.config`), in one statement.
     ///
     /// - `one_per_user_platform` (anky): one row per (user, platform); the token is replaced on every register.
     /// - `per_user_token_platform_environment` (familyportal): one row per (user, token, platform, environment).
@@ -33,120 +33,158 @@ extension RelayStore {
         guard !registration.platform.isEmpty else {
             throw .invalidDeviceRegistration(reason: "the platform is empty")
         }
-        let environment = registration.environment.rawValue
-        let logger = self.logger
-        return try await mappingErrors {
-            return try await database.withTransaction(logger: logger) { transaction in
-                var tenantRow: (String, [String])?
-                for try await row in try await transaction.query(
-                    """
-                    SELECT config->>'token_policy',
-                           ARRAY(SELECT jsonb_array_elements_text(COALESCE(config->'subscription_topics', '[]')))
-                    FROM tenants WHERE id = \(tenant)
-                    """,
-                    logger: logger
-                ).decode((String, [String]).self) {
-                    tenantRow = row
+        let topics = Array(Set(registration.topics)).sorted()
+        var bindings = PostgresBindings(capacity: 15)
+        bindings.append(tenant)  // $1
+        for policy in TenantConfiguration.TokenPolicy.allCases {  // $2, $3, $4
+            bindings.append(Self.slot(policy: policy, registration: registration, token: token))
+        }
+        bindings.append(token)  // $5
+        bindings.append(registration.userID)  // $6
+        bindings.append(registration.platform)  // $7
+        bindings.append(registration.environment.rawValue)  // $8
+        bindings.append(registration.deviceID)  // $9
+        bindings.append(registration.appVersion)  // $10
+        bindings.append(registration.locale)  // $11
+        bindings.append(registration.timeZone)  // $12
+        bindings.append(topics)  // $13
+        bindings.append(at)  // $14
+        let rows = try await mappingErrors {
+            try await database.query(
+                PostgresQuery(unsafeSQL: Self.registration, binds: bindings), preparedAs: RegisterDevice.self,
+                logger: logger)
+        }
+        var tenantRow: (policy: String?, topics: [String])?
+        var previous: DeviceRecord?
+        var written: (device: DeviceRecord, inserted: Bool)?
+        try await mappingErrors {
+            for row in rows {
+                let cells = row.makeRandomAccess()
+                switch try cells[0].decode(String.self) {
+                case "tenant": tenantRow = (try cells[1].decode(String?.self), try cells[2].decode([String].self))
+                case "previous": previous = try Self.device(in: cells, from: 4)
+                default: written = (try Self.device(in: cells, from: 4), try cells[3].decode(Bool.self))
                 }
-                guard let (policyName, allowedTopics) = tenantRow else { throw RelayStoreError.unknownTenant(tenant) }
-                guard let policy = TenantConfiguration.TokenPolicy(rawValue: policyName) else {
-                    throw RelayStoreError.invalidTenantConfiguration(
-                        id: tenant, reason: "unknown token_policy \"\(policyName)\"")
-                }
-                let unknownTopics = registration.topics.filter { !allowedTopics.contains($0) }
-                guard unknownTopics.isEmpty else {
-                    throw RelayStoreError.invalidDeviceRegistration(
-                        reason: "unknown subscription topic(s) \(unknownTopics.joined(separator: ", ")) for tenant "
-                            + "\(tenant) (it has: \(allowedTopics.isEmpty ? "none" : allowedTopics.joined(separator: ", ")))"
-                    )
-                }
-                let topics = Array(Set(registration.topics)).sorted()
-                let slot = Self.slot(policy: policy, registration: registration, token: token)
-
-                let previous = try await Self.deviceRows(
-                    transaction.query(
-                        "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE tenant_id = \(tenant) AND slot = \(slot) FOR UPDATE",
-                        logger: logger
-                    )
-                ).first
-
-                var deadSince: Date?
-                for try await invalidatedAt in try await transaction.query(
-                    "SELECT invalidated_at FROM dead_tokens WHERE tenant_id = \(tenant) AND token = \(token)",
-                    logger: logger
-                ).decode(Date.self) {
-                    deadSince = invalidatedAt
-                }
-                // Apple declared the token dead at or after this registration: it is written inactive.
-                let deadAt = deadSince.flatMap { at <= $0 ? $0 : nil }
-                let active = deadAt == nil
-
-                var written: DeviceRecord?
-                var inserted = false
-                for try await row in try await transaction.query(
-                    """
-                    INSERT INTO devices AS d (
-                        tenant_id, slot, user_id, token, platform, environment, device_id, app_version, locale,
-                        time_zone, topics, active, registered_at, invalidated_at
-                    )
-                    VALUES (
-                        \(tenant), \(slot), \(registration.userID), \(token), \(registration.platform), \(environment),
-                        \(registration.deviceID), \(registration.appVersion), \(registration.locale),
-                        \(registration.timeZone), \(topics), \(active), \(at), \(deadAt)::timestamptz
-                    )
-                    ON CONFLICT (tenant_id, slot) DO UPDATE SET
-                        user_id = EXCLUDED.user_id, token = EXCLUDED.token, platform = EXCLUDED.platform,
-                        environment = EXCLUDED.environment, device_id = EXCLUDED.device_id,
-                        app_version = EXCLUDED.app_version, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone,
-                        topics = EXCLUDED.topics, active = EXCLUDED.active, registered_at = EXCLUDED.registered_at,
-                        invalidated_at = EXCLUDED.invalidated_at, updated_at = now()
-                    WHERE d.registered_at <= EXCLUDED.registered_at
-                      AND NOT (d.token = EXCLUDED.token AND d.invalidated_at IS NOT NULL
-                               AND EXCLUDED.registered_at <= d.invalidated_at)
-                    RETURNING \(unescaped: Self.deviceColumns), (xmax = 0)
-                    """,
-                    logger: logger
-                ).decode(WrittenDeviceColumns.self) {
-                    written = try Self.device(
-                        from: (
-                            row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9, row.10, row.11,
-                            row.12, row.13, row.14
-                        ))
-                    inserted = row.15
-                }
-
-                guard let written else {
-                    // The upsert's condition refused it: report why, from the row as it is now.
-                    let current = try await Self.deviceRows(
-                        transaction.query(
-                            "SELECT \(unescaped: Self.deviceColumns) FROM devices WHERE tenant_id = \(tenant) AND slot = \(slot)",
-                            logger: logger
-                        )
-                    )
-                    guard let current = current.first else {
-                        throw RelayStoreError.databaseUnavailable("device row vanished during registration")
-                    }
-                    let status: DeviceRegistrationResult.Status =
-                        at < current.registeredAt ? .ignoredOutdated : .notReactivatedAfterInvalidation
-                    return DeviceRegistrationResult(status: status, device: current)
-                }
-                let previousRow = inserted ? nil : previous
-                let status: DeviceRegistrationResult.Status
-                if !written.active {
-                    status = .notReactivatedAfterInvalidation
-                } else if inserted {
-                    status = .created
-                } else {
-                    status = previousRow?.active == false ? .reactivated : .updated
-                }
-                return DeviceRegistrationResult(
-                    status: status,
-                    previousUserID: previousRow.flatMap { $0.userID != written.userID ? $0.userID : nil },
-                    replacedToken: previousRow.flatMap { $0.token != written.token ? $0.token : nil },
-                    device: written
-                )
             }
         }
+        guard let tenantRow else { throw .unknownTenant(tenant) }
+        guard let policyName = tenantRow.policy, TenantConfiguration.TokenPolicy(rawValue: policyName) != nil else {
+            throw .invalidTenantConfiguration(id: tenant, reason: "unknown token_policy \"\(tenantRow.policy ?? "")\"")
+        }
+        let unknownTopics = topics.filter { !tenantRow.topics.contains($0) }
+        guard unknownTopics.isEmpty else {
+            let allowed = tenantRow.topics.isEmpty ? "none" : tenantRow.topics.joined(separator: ", ")
+            throw .invalidDeviceRegistration(
+                reason: "unknown subscription topic(s) \(unknownTopics.joined(separator: ", ")) for tenant "
+                    + "\(tenant) (it has: \(allowed))")
+        }
+        guard let written else {
+            // The upsert's condition refused it: report why, from the row as it is (locked by the statement, or
+            // committed by another registration of the slot since the statement's snapshot).
+            let current: DeviceRecord
+            if let previous {
+                current = previous
+            } else {
+                current = try await currentDevice(tenant: tenant, registration: registration, token: token)
+            }
+            let status: DeviceRegistrationResult.Status =
+                at < current.registeredAt ? .ignoredOutdated : .notReactivatedAfterInvalidation
+            return DeviceRegistrationResult(status: status, device: current)
+        }
+        let previousRow = written.inserted ? nil : previous
+        let status: DeviceRegistrationResult.Status
+        if !written.device.active {
+            status = .notReactivatedAfterInvalidation
+        } else if written.inserted {
+            status = .created
+        } else {
+            status = previousRow?.active == false ? .reactivated : .updated
+        }
+        return DeviceRegistrationResult(
+            status: status,
+            previousUserID: previousRow.flatMap { $0.userID != written.device.userID ? $0.userID : nil },
+            replacedToken: previousRow.flatMap { $0.token != written.device.token ? $0.token : nil },
+            device: written.device
+        )
+    }
+
+    /// The statement of ``registerDevice(tenant:registration:at:)``: the tenant's policy picks the slot among the
+    /// three given (`$2`…`$4`, in ``TenantConfiguration/TokenPolicy``'s order); the slot's row is locked, then
+    /// upserted unless it is newer or the token's death is (`dead_tokens`), and unless a topic is not the
+    /// tenant's. Rows: `tenant` (its policy and topics), `previous` (the slot's row before) and `written` (the row
+    /// written and whether it was inserted), each with the device columns from the fifth on.
+    ///
+    /// The upsert reads `previous` so that the lock is taken before the row changes (a statement's parts run in no
+    /// set order otherwise, and a row this statement changed could not be locked by it).
+    private static let registration: String = {
+        let policies = TenantConfiguration.TokenPolicy.allCases.enumerated().map { index, policy in
+            "WHEN '\(policy.rawValue)' THEN $\(index + 2)"
+        }
+        let noDevice = """
+            NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, \
+            NULL::text, NULL::text[], NULL::bool, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, \
+            NULL::timestamptz
+            """
+        return """
+            WITH tenant AS (
+                SELECT config->>'token_policy' AS policy,
+                       ARRAY(SELECT jsonb_array_elements_text(COALESCE(config->'subscription_topics', '[]'))) AS topics,
+                       CASE config->>'token_policy' \(policies.joined(separator: " ")) END AS slot
+                FROM tenants WHERE id = $1
+            ), previous AS (
+                SELECT d.* FROM devices d JOIN tenant t ON d.slot = t.slot WHERE d.tenant_id = $1 FOR UPDATE OF d
+            ), dead AS (
+                SELECT max(invalidated_at) AS at FROM dead_tokens
+                WHERE tenant_id = $1 AND token = $5 AND invalidated_at >= $14
+            ), written AS (
+                INSERT INTO devices AS d (
+                    tenant_id, slot, user_id, token, platform, environment, device_id, app_version, locale,
+                    time_zone, topics, active, registered_at, invalidated_at
+                )
+                SELECT $1, t.slot, $6, $5, $7, $8, $9, $10, $11, $12, $13, dead.at IS NULL, $14, dead.at
+                FROM tenant t CROSS JOIN dead LEFT JOIN previous p ON true
+                WHERE t.slot IS NOT NULL AND $13::text[] <@ t.topics
+                ON CONFLICT (tenant_id, slot) DO UPDATE SET
+                    user_id = EXCLUDED.user_id, token = EXCLUDED.token, platform = EXCLUDED.platform,
+                    environment = EXCLUDED.environment, device_id = EXCLUDED.device_id,
+                    app_version = EXCLUDED.app_version, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone,
+                    topics = EXCLUDED.topics, active = EXCLUDED.active, registered_at = EXCLUDED.registered_at,
+                    invalidated_at = EXCLUDED.invalidated_at, updated_at = now()
+                WHERE d.registered_at <= EXCLUDED.registered_at
+                  AND NOT (d.token = EXCLUDED.token AND d.invalidated_at IS NOT NULL
+                           AND EXCLUDED.registered_at <= d.invalidated_at)
+                RETURNING \(deviceColumns), (xmax = 0) AS inserted
+            )
+            SELECT 'tenant', policy, topics, NULL::bool, \(noDevice) FROM tenant
+            UNION ALL
+            SELECT 'previous', NULL, NULL, NULL, \(deviceColumns) FROM previous
+            UNION ALL
+            SELECT 'written', NULL, NULL, inserted, \(deviceColumns) FROM written
+            """
+    }()
+
+    /// The row in the slot of `registration` as committed now, for a registration the upsert refused although
+    /// the statement's snapshot had no row in the slot (another registration of it committed meanwhile).
+    private func currentDevice(
+        tenant: String, registration: DeviceRegistration, token: String
+    ) async throws(RelayStoreError) -> DeviceRecord {
+        let slots = TenantConfiguration.TokenPolicy.allCases.map {
+            Self.slot(policy: $0, registration: registration, token: token)
+        }
+        let found = try await mappingErrors {
+            try await Self.deviceRows(
+                database.query(
+                    """
+                    SELECT \(unescaped: Self.deviceColumns) FROM devices
+                    WHERE tenant_id = \(tenant) AND slot = ANY(\(slots))
+                    ORDER BY registered_at DESC LIMIT 1
+                    """,
+                    logger: logger))
+        }
+        guard let current = found.first else {
+            throw .databaseUnavailable("device row vanished during registration")
+        }
+        return current
     }
 
     /// Marks every device of `tenant` with `token` inactive after an APNs verdict (410 Unregistered, or a
@@ -260,10 +298,6 @@ extension RelayStore {
         String, String, String, String, String, String?, String?, String?, String?, [String], Bool, Date, Date?,
         Date, Date
     )
-    typealias WrittenDeviceColumns = (
-        String, String, String, String, String, String?, String?, String?, String?, [String], Bool, Date, Date?,
-        Date, Date, Bool
-    )
 
     static let deviceColumns = """
         tenant_id, user_id, token, platform, environment, device_id, app_version, locale, time_zone, topics, \
@@ -310,6 +344,18 @@ extension RelayStore {
             updatedAt: columns.14)
     }
 
+    /// The device in `row`'s columns from `first` on, in ``deviceColumns``' order.
+    static func device(in row: PostgresRandomAccessRow, from first: Int) throws -> DeviceRecord {
+        func cell<Value: PostgresDecodable>(_ offset: Int) throws -> Value {
+            try row[first + offset].decode(Value.self)
+        }
+        return try device(
+            from: (
+                cell(0), cell(1), cell(2), cell(3), cell(4), cell(5), cell(6), cell(7), cell(8), cell(9), cell(10),
+                cell(11), cell(12), cell(13), cell(14)
+            ))
+    }
+
     static func deviceRows(_ rows: PostgresRowSequence) async throws -> [DeviceRecord] {
         var devices: [DeviceRecord] = []
         for try await columns in rows.decode(DeviceColumns.self) {
@@ -319,3 +365,6 @@ extension RelayStore {
     }
 
 }
+
+/// The registration of a device, prepared (``PreparedStatementName``).
+private enum RegisterDevice: PreparedStatementName {}
