@@ -36,11 +36,13 @@ final class JobDispatcher: Sendable {
     /// The job is logged with `logger`'s request metadata and its `job` id. A SEND no usable key could ever serve
     /// (the tenant has none for the type's environments, or this relay cannot open them) is refused first:
     /// `NO_PROVIDER_KEY` or `PROVIDER_KEY_UNREADABLE`, logged at error level once per tenant and cause.
+    /// `jobStored` is called once the job is stored (or found by its key), before any wait for outcomes.
     func send(
         _ request: Pushrelay_V1_Send,
         tenant: TenantConfiguration,
         limits: ProtocolLimits,
-        logger: Logger
+        logger: Logger,
+        jobStored: @Sendable () -> Void
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
         let plan = try SendPlan(request, tenant: tenant)
         let stored = try Self.storedForm(of: request)
@@ -93,6 +95,7 @@ final class JobDispatcher: Sendable {
         } else {
             worker.wake()
         }
+        jobStored()
         // A job scheduled for later is answered at once, waiting or not.
         guard request.wait, !scheduledLater else { return answer }
         let progress = try await waitForDueDevices(tenant: tenant.id, jobID: acceptance.job.id)

@@ -95,15 +95,17 @@ public final class RelayService: Sendable {
 
     /// Answers one request of an authenticated connection of `tenant`: the answer's kind and body.
     /// `logger` carries the request's metadata (`tenant`, `connection`, `request`); failures of the relay
-    /// itself (`INTERNAL`, `UNAVAILABLE`) are logged with it, and accepted sends with their `job`.
+    /// itself (`INTERNAL`, `UNAVAILABLE`) are logged with it, and accepted sends with their `job`. `jobStored` is
+    /// called when a SEND's job is stored, before the SEND waits for outcomes (``RequestOrder``).
     public func handle(
         _ frame: Frame,
         caller: VerifiedCredential,
-        logger: Logger
+        logger: Logger,
+        jobStored: @Sendable () -> Void
     ) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
         do {
             try await checkRights(caller)
-            return try await answer(frame, tenant: caller.tenantID, logger: logger)
+            return try await answer(frame, tenant: caller.tenantID, logger: logger, jobStored: jobStored)
         } catch {
             if error.code == .internal || error.code == .unavailable {
                 logger.warning(
@@ -121,7 +123,8 @@ public final class RelayService: Sendable {
     private func answer(
         _ frame: Frame,
         tenant tenantID: String,
-        logger: Logger
+        logger: Logger,
+        jobStored: @Sendable () -> Void
     ) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
         guard let record = try await tenants.tenant(tenantID) else {
             throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is gone")
@@ -132,7 +135,7 @@ public final class RelayService: Sendable {
             // A SEND takes its tenant's database slots step by step: a SEND that waits holds none while it waits.
             answer = try await dispatcher.send(
                 try frame.request(limits: limits, nowMilliseconds: Date().unixMilliseconds), tenant: tenant,
-                limits: limits, logger: logger)
+                limits: limits, logger: logger, jobStored: jobStored)
         } else {
             answer = try await statements.run(tenant: tenantID) { () async throws(ProtocolError) in
                 try await answerRequest(frame, tenant: tenant, logger: logger)

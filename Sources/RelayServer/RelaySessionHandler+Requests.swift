@@ -69,43 +69,71 @@ extension RelaySessionHandler {
             }
             inFlight.insert(id)
             holdAdmittedBytes(for: id)
-            let service = self.service
-            var requestLogger = logger
-            requestLogger[metadataKey: "request"] = "\(requestName(id))"
-            let serviceLogger = requestLogger
-            let future = context.eventLoop.makeFutureWithTask { () -> Result<(FrameKind, [UInt8]), ProtocolError> in
-                do throws(ProtocolError) {
-                    return .success(try await service.handle(frame, caller: caller, logger: serviceLogger))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            future.assumeIsolated().whenSuccess { result in
-                self.inFlight.remove(id)
-                switch result {
-                case .success(let (answerKind, body)):
-                    self.answered(kind, requestID: id, error: nil)
-                    self.write(kind: answerKind, requestID: id, body: body)
-                case .failure(let error):
-                    self.writeError(error, requestID: id, kind: kind, context: context)
-                    if error.code == .authenticationFailed {
-                        self.logger.info("rights lost; closing", metadata: ["error": "\(error.message)"])
-                        self.close(context: context)
-                    }
-                }
-                // The answer is written: the body's bytes go back.
-                self.releaseBytes(of: id)
-                if self.state == .closing, self.inFlight.isEmpty {
-                    self.close(context: context)
-                } else if self.state != .closed {
-                    self.processInbound(context: context)
-                }
+            if order.arrive(id, access: RequestOrder.Access(kind)) {
+                start(frame, caller: caller, context: context)
+            } else {
+                waitingInOrder[id] = frame
             }
         default:
             writeError(
                 ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1"),
                 requestID: id, kind: frame.kind, context: context
             )
+        }
+    }
+
+    /// Runs request `frame` (its turn in ``RequestOrder`` has come) as a task and answers it on the event loop.
+    private func start(_ frame: Frame, caller: VerifiedCredential, context: ChannelHandlerContext) {
+        let (id, kind) = (frame.requestID, frame.kind)
+        let service = self.service
+        var requestLogger = logger
+        requestLogger[metadataKey: "request"] = "\(requestName(id))"
+        let serviceLogger = requestLogger
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        // A SEND takes effect when its job is stored, before it waits for outcomes.
+        let stored: @Sendable () -> Void = {
+            bound.eventLoop.execute {
+                let (handler, context) = bound.value
+                handler.tookEffect(id, caller: caller, context: context)
+            }
+        }
+        let future = context.eventLoop.makeFutureWithTask { () -> Result<(FrameKind, [UInt8]), ProtocolError> in
+            do throws(ProtocolError) {
+                return .success(
+                    try await service.handle(frame, caller: caller, logger: serviceLogger, jobStored: stored))
+            } catch {
+                return .failure(error)
+            }
+        }
+        future.assumeIsolated().whenSuccess { result in
+            self.inFlight.remove(id)
+            switch result {
+            case .success(let (answerKind, body)):
+                self.answered(kind, requestID: id, error: nil)
+                self.write(kind: answerKind, requestID: id, body: body)
+            case .failure(let error):
+                self.writeError(error, requestID: id, kind: kind, context: context)
+                if error.code == .authenticationFailed {
+                    self.logger.info("rights lost; closing", metadata: ["error": "\(error.message)"])
+                    self.close(context: context)
+                }
+            }
+            // The answer is written: the body's bytes go back, and the requests behind it in order may start.
+            self.releaseBytes(of: id)
+            self.tookEffect(id, caller: caller, context: context)
+            if self.state == .closing, self.inFlight.isEmpty {
+                self.close(context: context)
+            } else if self.state != .closed {
+                self.processInbound(context: context)
+            }
+        }
+    }
+
+    /// Request `id` took effect: starts the requests waiting for it in ``RequestOrder``.
+    private func tookEffect(_ id: UInt32, caller: VerifiedCredential, context: ChannelHandlerContext) {
+        for next in order.tookEffect(id) {
+            guard let frame = waitingInOrder.removeValue(forKey: next), state != .closed else { continue }
+            start(frame, caller: caller, context: context)
         }
     }
 

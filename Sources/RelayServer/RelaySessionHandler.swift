@@ -43,6 +43,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     private var encoder = FrameEncoder()
     private var inbound: ByteBuffer?
     var inFlight: Set<UInt32> = []
+    /// The order in which the requests in flight take effect (``RequestOrder``).
+    var order = RequestOrder()
+    /// The requests in flight that wait for their turn in ``order``, by request id.
+    var waitingInOrder: [UInt32: Frame] = [:]
     /// The process's budget of inflated request bodies, shared by every connection.
     let bodies: InflatedBytesBudget
     /// The inflated body bytes each in-flight request holds, by request id, and their sum.

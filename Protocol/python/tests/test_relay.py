@@ -162,6 +162,45 @@ def test_pipelined_requests() -> None:
     run(test)
 
 
+def test_dependent_requests_pipelined_take_effect_in_order() -> None:
+    """Each pair written back to back (asyncio.gather writes them in order before either is answered), 100 times:
+    the later request sees the earlier one (Protocol/README.md, "Pipelining and ordering")."""
+
+    async def test() -> None:
+        async with await circl() as client:
+
+            def message(user: str) -> Awaitable[pb.SendResult]:
+                return client.send(
+                    notification_type="message",
+                    user_ids=[user],
+                    template_values=MESSAGE_VALUES,
+                    alert={"title": "Hiking Club", "body": "Who's in?"},
+                    wait=True,
+                )
+
+            for attempt in range(100):
+                user, token, second = new_user(), new_token(), new_token()
+                _, sent = await asyncio.gather(client.register_device(user_id=user, token=token), message(user))
+                assert [(o.token, o.outcome) for o in sent.outcomes] == [(token, "delivered")], attempt
+                _, listed = await asyncio.gather(
+                    client.register_device(user_id=user, token=second), client.list_devices(user_id=user)
+                )
+                assert {device.token for device in listed.devices} == {token, second}, attempt
+                _, sent = await asyncio.gather(
+                    client.set_presence(user_id=user, thread_id=THREAD, seconds=60), message(user)
+                )
+                assert {o.reason for o in sent.outcomes} == {"active"}, attempt
+                await client.set_presence(user_id=user, thread_id=THREAD, seconds=0)
+                _, sent = await asyncio.gather(client.set_mute(user_id=user, thread_id=THREAD), message(user))
+                assert {o.reason for o in sent.outcomes} == {"muted"}, attempt
+                await client.clear_mute(user_id=user, thread_id=THREAD)
+                await client.unregister_device(token=second)
+                _, sent = await asyncio.gather(client.unregister_device(token=token), message(user))
+                assert [(o.outcome, o.reason) for o in sent.outcomes] == [("skipped", "no_device")], attempt
+
+    run(test)
+
+
 # -- devices, sends, deliveries ------------------------------------------------------------------
 
 
