@@ -51,6 +51,8 @@ public final class RelayServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            // A peer that shuts down its sending side still gets the answers to what it sent.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelOption(.maxMessagesPerRead, value: UInt(ConnectionBounds.readsPerCycle))
             .childChannelOption(
                 .writeBufferWaterMark,

@@ -44,14 +44,15 @@ extension RelaySessionHandler {
                 writeError(error, requestID: id, kind: .ping, context: context)
             }
         case .goodbye:
+            // The peer asked to close: the connection closes once what is in flight is answered, even when the
+            // GOODBYE itself is refused (its reason too long, say), after that refusal.
             do throws(ProtocolError) {
                 let _: Pushrelay_V1_Goodbye = try frame.request(
                     limits: configuration.limits, nowMilliseconds: Date().unixMilliseconds)
+                answered(.goodbye, requestID: id, error: nil)
             } catch {
                 writeError(error, requestID: id, kind: .goodbye, context: context)
-                return
             }
-            answered(.goodbye, requestID: id, error: nil)
             beginClose(context: context, reason: nil)
         case .subscribeResults:
             subscribe(frame, tenant: caller.tenantID, context: context)

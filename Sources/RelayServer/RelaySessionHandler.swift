@@ -64,6 +64,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     /// The frame being admitted is read again after a wait for tokens.
     var resumedFromTokenWait = false
     private var pendingRead = false
+    /// The peer shut down its sending side: nothing more comes; the connection closes once what came is answered.
+    private var peerClosedInput = false
     var subscriptions: [UInt32: UUID] = [:]
     var queuedEvents: [(UInt32, Pushrelay_V1_ResultEvent)] = []
     var droppedEvents = 0
@@ -142,6 +144,10 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is RelayShutdownEvent {
             beginClose(context: context, reason: "the relay is shutting down")
+        } else if let event = event as? ChannelEvent, event == .inputClosed {
+            // The peer sent all it will (a half-close): what it sent is handled and answered, then the relay closes.
+            peerClosedInput = true
+            processInbound(context: context)
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -164,11 +170,24 @@ final class RelaySessionHandler: ChannelDuplexHandler {
 
     private var readingPaused: Bool {
         switch state {
-        case .authenticating, .closing, .closed: true
+        case .authenticating, .closed: true
+        // While closing, frames are still read and each answered SHUTTING_DOWN (an unread frame would make the
+        // close a reset, which can lose answers on their way), as long as the peer reads its answers.
+        case .closing: waitingForTokens || context?.channel.isWritable == false
         case .awaitingHello, .open:
             inFlight.count >= configuration.limits.maxInFlight || waitingForBytes || waitingForTokens
                 || context?.channel.isWritable == false
         }
+    }
+
+    /// Closes a connection whose peer closed its sending side, once every frame it sent is handled and answered.
+    private func closeIfPeerIsDone(context: ChannelHandlerContext) {
+        guard peerClosedInput, state != .closed, inFlight.isEmpty, !nextTurnScheduled, !waitingForBytes,
+            !waitingForTokens
+        else {
+            return
+        }
+        close(context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -217,10 +236,16 @@ final class RelaySessionHandler: ChannelDuplexHandler {
             continueInNextTurn(context: context)
             return
         }
+        if state == .closing, inFlight.isEmpty {
+            // A GOODBYE among the frames just handled: the frames after it were answered SHUTTING_DOWN.
+            close(context: context)
+            return
+        }
         if !nextTurnScheduled, !readingPaused, pendingRead {
             pendingRead = false
             context.read()
         }
+        closeIfPeerIsDone(context: context)
     }
 
     /// Whether ``processInbound(context:)`` goes on in a later event-loop turn.
@@ -502,7 +527,8 @@ final class RelaySessionHandler: ChannelDuplexHandler {
                 write(kind: .goodbye, requestID: 0, message: goodbye)
             }
             state = .closing
-            if inFlight.isEmpty { close(context: context) }
+            // Frames being handled now go on to their end (each answered SHUTTING_DOWN), which closes.
+            if inFlight.isEmpty, !batchingWrites { close(context: context) }
         }
     }
 

@@ -24,6 +24,7 @@ final class RawConnection: Sendable {
                     try channel.pipeline.syncOperations.addHandler(FrameCollector(inbox: inbox))
                 }
             }
+            .channelOption(.allowRemoteHalfClosure, value: true)
             .connect(host: "127.0.0.1", port: port)
             .get()
         return RawConnection(channel: channel, inbox: inbox)
@@ -80,6 +81,11 @@ final class RawConnection: Sendable {
         await next() == nil
     }
 
+    /// Shuts down the sending side (a TCP half-close): the relay reads its end, and the answers still come.
+    func closeOutput() async throws {
+        try await channel.close(mode: .output)
+    }
+
     /// Closes the connection.
     func close() async {
         try? await channel.close()
@@ -108,6 +114,12 @@ private final class FrameCollector: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         inbox.close()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // Half-closure is allowed (``RawConnection/closeOutput()``): the relay's close comes as the input's end.
+        if let event = event as? ChannelEvent, event == .inputClosed { inbox.close() }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
