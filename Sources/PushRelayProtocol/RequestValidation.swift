@@ -5,7 +5,7 @@ public import SwiftProtobuf
 /// The rules are the table in Protocol/README.md ("Field rules"); ``FieldRules`` holds their numbers. The counts of
 /// the message's fields are checked first, on the body's bytes (``wireShape(limits:)``), and again, in the same
 /// order, by ``validate(limits:nowMilliseconds:)``, so that a message built in memory gets the same first error.
-public protocol ValidatedRequest: SwiftProtobuf.Message {
+public protocol ValidatedRequest: SwiftProtobuf.Message, IdentityNormalized {
     /// How many times each field may appear in a body (RequestShapes.swift), checked before the body is decoded.
     static func wireShape(limits: ProtocolLimits) -> WireShape
 
@@ -27,14 +27,15 @@ extension Frame {
         return try parse(options: options)
     }
 
-    /// Checks the body's field counts, decodes it as `M` and checks its fields: the first rule broken, or
-    /// `INVALID_BODY`.
+    /// Checks the body's field counts, decodes it as `M`, puts its ids in NFC (``IdentityNormalized``) and checks
+    /// its fields: the first rule broken, or `INVALID_BODY`.
     public func request<M: ValidatedRequest>(
         _ type: M.Type = M.self,
         limits: ProtocolLimits,
         nowMilliseconds: Int64
     ) throws(ProtocolError) -> M {
-        let message: M = try decode(limits: limits)
+        var message: M = try decode(limits: limits)
+        message.normalizeIdentities()
         try message.validate(limits: limits, nowMilliseconds: nowMilliseconds)
         return message
     }
