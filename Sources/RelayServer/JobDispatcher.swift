@@ -85,17 +85,19 @@ final class JobDispatcher: Sendable {
                 "state": "\(acceptance.job.state.rawValue)",
             ]
         )
-        guard !acceptance.duplicate else {
+        if acceptance.duplicate {
+            try Self.checkSameRequest(request, as: acceptance.job)
             answer.devices = answer.job.devices
-            return answer
-        }
-        worker.remember(plan, tenant: tenant, jobID: acceptance.job.id)
-        if handed {
-            worker.handToPlanner(acceptance.job)
         } else {
-            worker.wake()
+            worker.remember(plan, tenant: tenant, jobID: acceptance.job.id)
+            if handed {
+                worker.handToPlanner(acceptance.job)
+            } else {
+                worker.wake()
+            }
         }
         jobStored()
+        // A SEND with `wait` retried (after UNAVAILABLE, say) waits for its first job's outcomes like the first.
         // A job scheduled for later is answered at once, waiting or not.
         guard request.wait, !scheduledLater else { return answer }
         let progress = try await waitForDueDevices(tenant: tenant.id, jobID: acceptance.job.id)
@@ -105,6 +107,21 @@ final class JobDispatcher: Sendable {
         }
         answer.devices = UInt32(answer.outcomes.count { $0.outcome != "skipped" })
         return answer
+    }
+
+    /// Refuses `request` when `job`, found by its idempotency key, was made by another request: a key names one
+    /// request (all its fields but `wait`), so a backend that reuses a key for a new notification learns it instead
+    /// of silently getting the first job.
+    static func checkSameRequest(_ request: Pushrelay_V1_Send, as job: JobRecord) throws(ProtocolError) {
+        var first = (try? Pushrelay_V1_Send(serializedBytes: job.request)) ?? Pushrelay_V1_Send()
+        var again = request
+        (first.wait, again.wait) = (false, false)
+        guard first == again else {
+            throw .invalidArgument(
+                "send.idempotency_key",
+                "idempotency key '\(request.idempotencyKey)' names job \(job.id), made by another request in the "
+                    + "last 24 hours; a new request takes a new key")
+        }
     }
 
     /// The request as its job stores it: the validated SEND encoded again. `Frame.decode(limits:)` kept none of the

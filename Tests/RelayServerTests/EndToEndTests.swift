@@ -94,6 +94,17 @@ extension RelayServerSuites {
                 let again = try await client.send(send)
                 #expect(again.duplicate)
                 #expect(again.jobID == first.jobID)
+                // Retried with `wait` (as after UNAVAILABLE): the first job's outcomes, nothing sent again.
+                send.wait = true
+                let waited = try await client.send(send)
+                #expect(waited.duplicate && waited.jobID == first.jobID)
+                #expect(waited.outcomes.map(\.outcome) == ["delivered"])
+                #expect(relay.simulator.statistics().requestsReceived == 1)
+                // Another request (other type and audience) with the used key is refused, naming the key.
+                var other = circlMessage(to: ["bob"], wait: false)
+                other.idempotencyKey = send.idempotencyKey
+                other.templateValues["channel_id"] = "4"
+                #expect(await fieldError { try await client.send(other) } == "send.idempotency_key")
                 #expect(relay.simulator.statistics().requestsReceived == 1)
                 await client.close()
             }

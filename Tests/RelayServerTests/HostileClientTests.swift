@@ -336,7 +336,7 @@ extension RelayServerSuites {
 }
 
 /// The field an `INVALID_ARGUMENT` names, `nil` when the call succeeded or failed otherwise.
-private func fieldError(_ call: () async throws -> some Any) async -> String? {
+func fieldError(_ call: () async throws -> some Any) async -> String? {
     do {
         _ = try await call()
         return nil
