@@ -281,6 +281,19 @@ def test_idempotency_key() -> None:
                 notification_type="message", user_ids=[user], template_values=MESSAGE_VALUES, idempotency_key=key
             )
             assert not first.duplicate and again.duplicate and again.job_id == first.job_id
+            waited = await client.send(
+                notification_type="message",
+                user_ids=[user],
+                template_values=MESSAGE_VALUES,
+                idempotency_key=key,
+                wait=True,
+            )
+            assert waited.duplicate and [o.outcome for o in waited.outcomes] == ["delivered"]
+            with pytest.raises(RelayError) as caught:
+                await client.send(
+                    notification_type="message", user_ids=[new_user()], template_values=MESSAGE_VALUES, idempotency_key=key
+                )
+            assert caught.value.code is ErrorCode.INVALID_ARGUMENT and caught.value.field == "send.idempotency_key"
 
     run(test)
 
