@@ -6,7 +6,8 @@ public struct APNsDeliveryReport: Sendable, Hashable {
     public var response: APNsResponse?
     /// Why there was no answer, when there was none.
     public var failure: APNsTransportFailure?
-    /// How many times the request was sent (0 when it never left the queue).
+    /// How many times the request was sent to APNs (a stream opened for it), resends after a lost connection or a
+    /// refused stream included; 0 when it never left the queue.
     public var attempts: Int
 
     /// A report with these fields.

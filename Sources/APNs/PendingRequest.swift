@@ -22,8 +22,11 @@ final class PendingRequest {
     let notification: APNsNotification
     let deadline: NIODeadline
     let completion: Completion
-    /// Attempts so far: each stream opened for the request counts, a resend after a refusal does not.
+    /// Attempts so far, against the pool's `maximumAttempts`: each stream opened for the request counts, a resend
+    /// after a refusal or a lost connection does not.
     var attempts = 0
+    /// Streams opened for the request so far, resends included: what its report says was sent.
+    var streamsOpened = 0
     /// Resends so far (GOAWAY, REFUSED_STREAM, a lost connection), bounded by the pool's `maximumResends`.
     var requeues = 0
 

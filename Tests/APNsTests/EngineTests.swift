@@ -442,7 +442,11 @@ struct EngineTests {
             // One attempt each: requests lost with a dropped connection are sent again without using one.
             let pool = try await h.pool { $0.maximumAttempts = 1 }
             let reports = try await Harness.sendAll(pool, count: 1000)
-            #expect(reports.allSatisfy { $0.outcome == .delivered && $0.attempts == 1 })
+            #expect(reports.allSatisfy { $0.outcome == .delivered })
+            // Yet each report counts every request sent, the resends too: at least every one APNs received.
+            let sent = reports.map(\.attempts).reduce(0, +)
+            #expect(reports.contains { $0.attempts > 1 })
+            #expect(sent >= h.simulator.statistics().requestsReceived, "\(sent) sent")
             #expect(h.simulator.statistics().connectionsDropped >= 1)
             #expect(try await pool.snapshot().connectionsOpened > 2)
             await pool.shutdown()

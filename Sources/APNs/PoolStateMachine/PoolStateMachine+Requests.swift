@@ -45,6 +45,7 @@ extension PoolStateMachine {
         if let lastConnectError, isUnreachable { return .refuse(.connectFailed(lastConnectError)) }
         if queue.isEmpty, let slot = slotWithFreeStream(connections) {
             request.attempts += 1
+            request.streamsOpened += 1
             return .send(slot: slot)
         }
         if queue.count < configuration.waitQueueCapacity {
@@ -93,6 +94,7 @@ extension PoolStateMachine {
             return .complete(request, Self.report(request, .failure(.deadlineExceeded)))
         }
         request.attempts += 1
+        request.streamsOpened += 1
         return .send(request)
     }
 
@@ -175,6 +177,7 @@ extension PoolStateMachine {
     private mutating func requeueNow(_ request: PendingRequest, connections: some PoolConnections) -> ResultAction {
         if let slot = slotWithFreeStream(connections) {
             request.attempts += 1
+            request.streamsOpened += 1
             return .send(slot: slot)
         }
         queue.prepend(request)
@@ -202,9 +205,9 @@ extension PoolStateMachine {
     ) -> APNsDeliveryReport {
         switch result {
         case .success(let response):
-            APNsDeliveryReport(outcome: response.outcomeClass, response: response, attempts: request.attempts)
+            APNsDeliveryReport(outcome: response.outcomeClass, response: response, attempts: request.streamsOpened)
         case .failure(let failure):
-            APNsDeliveryReport(outcome: .retryLater, failure: failure, attempts: request.attempts)
+            APNsDeliveryReport(outcome: .retryLater, failure: failure, attempts: request.streamsOpened)
         }
     }
 }

@@ -892,6 +892,7 @@ public nonisolated struct Pushrelay_V1_DeviceOutcome: Sendable {
 
   public var apnsID: String = String()
 
+  /// Requests sent to APNs for the device: every one counts, resends after a lost connection included.
   public var attempts: UInt32 = 0
 
   /// With dead_token: Apple's timestamp (Unix ms) when APNs gave one.
@@ -1052,6 +1053,7 @@ public nonisolated struct Pushrelay_V1_Delivery: Sendable {
 
   public var reason: String = String()
 
+  /// Requests sent to APNs for the device in this attempt: every one counts, resends included; 0 when skipped.
   public var attempt: UInt32 = 0
 
   public var sentAtMs: Int64 = 0
