@@ -14,8 +14,11 @@ enum SkipReason: String, Sendable, Hashable, CaseIterable {
     case capped
     /// Quiet hours, for a type whose action is `drop`.
     case quietHours = "quiet_hours"
-    /// The user has no active device.
+    /// The user has no active device (or the token listed is not an active device).
     case noDevice = "no_device"
+    /// The recipient's active devices all list topics, none the type's `subscription` (a device that lists no
+    /// topics takes every type).
+    case notSubscribed = "not_subscribed"
 }
 
 /// What the policy decides for one device of one user.

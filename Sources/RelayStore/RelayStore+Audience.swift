@@ -6,7 +6,7 @@ import PostgresNIO
 extension RelayStore {
     /// The active devices of `users` in `tenant`, in one query (`user_id = ANY(…)`): by user, then the most
     /// recently registered first. Users without an active device have no rows. Only devices subscribed to every
-    /// topic of `subscribedTo` are read.
+    /// topic of `subscribedTo`, or listing no topics (those take every type), are read.
     public func activeDevices(
         tenant: String,
         users: [String],
@@ -19,7 +19,7 @@ extension RelayStore {
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND user_id = ANY(\(users)::text[]) AND active
-                      AND topics @> \(topics)::text[]
+                      AND (topics @> \(topics)::text[] OR topics = '{}')
                     ORDER BY user_id, registered_at DESC, token
                     """,
                     logger: logger
@@ -48,7 +48,8 @@ extension RelayStore {
 
     /// The active devices of `tenant` holding one of `tokens` (hex, either case), in one query, by token.
     ///
-    /// Strings that are not tokens match nothing. Only devices subscribed to every topic of `subscribedTo` are read.
+    /// Strings that are not tokens match nothing. Only devices subscribed to every topic of `subscribedTo`, or listing
+    /// no topics, are read.
     public func activeDevices(
         tenant: String,
         tokens: [String],
@@ -62,7 +63,7 @@ extension RelayStore {
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
                     WHERE tenant_id = \(tenant) AND token = ANY(\(normalized)::text[]) AND active
-                      AND topics @> \(topics)::text[]
+                      AND (topics @> \(topics)::text[] OR topics = '{}')
                     ORDER BY token, user_id, registered_at DESC
                     """,
                     logger: logger
@@ -71,7 +72,7 @@ extension RelayStore {
         }
     }
 
-    /// One page of the active devices of `tenant` subscribed to `topic`, in token order: those whose token
+    /// One page of the active devices of `tenant` subscribed to `topic` (or listing no topics), in token order: those whose token
     /// comes after `after` (`nil` for the first page), about `limit` of them.
     ///
     /// Page on with the last row's token as `after` until a page has fewer than `limit` rows. A page never
@@ -91,12 +92,12 @@ extension RelayStore {
             """
             WITH page AS (
                 SELECT token FROM devices
-                WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+                WHERE tenant_id = \(tenant) AND active AND (topics @> ARRAY[\(topic)]::text[] OR topics = '{}')
                   AND token > \(after)
                 ORDER BY token LIMIT \(limit)
             )
             SELECT \(unescaped: DeviceTarget.columns) FROM devices
-            WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+            WHERE tenant_id = \(tenant) AND active AND (topics @> ARRAY[\(topic)]::text[] OR topics = '{}')
               AND token > \(after) AND token <= (SELECT max(token) FROM page)
             ORDER BY token, user_id, environment
             """
@@ -131,7 +132,7 @@ extension RelayStore {
         try await deviceTargets(
             """
             SELECT \(unescaped: DeviceTarget.columns) FROM devices
-            WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[]
+            WHERE tenant_id = \(tenant) AND active AND (topics @> ARRAY[\(topic)]::text[] OR topics = '{}')
               AND token >= \(first) AND token <= \(last)
             ORDER BY token, user_id, registered_at DESC
             """
@@ -148,7 +149,7 @@ extension RelayStore {
         try await deviceTargets(
             """
             SELECT \(unescaped: DeviceTarget.columns) FROM devices
-            WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(range.topic)]::text[]
+            WHERE tenant_id = \(tenant) AND active AND (topics @> ARRAY[\(range.topic)]::text[] OR topics = '{}')
               AND token > \(range.after) AND token <= \(range.last) AND user_id <> ALL(\(excludedUsers)::text[])
             ORDER BY token, user_id, registered_at DESC
             """

@@ -59,7 +59,7 @@ extension RelayStore {
                 SELECT coalesce(array_agg(d.token ORDER BY d.token, d.user_id), '{}'),
                        coalesce(array_agg(d.user_id ORDER BY d.token, d.user_id), '{}'), p.due_at, NULL::text
                 FROM job_pages p JOIN devices d ON d.tenant_id = p.tenant_id AND d.active
-                    AND d.topics @> ARRAY[p.topic] AND d.token > p.range_after AND d.token <= p.range_last
+                    AND (d.topics @> ARRAY[p.topic] OR d.topics = '{}') AND d.token > p.range_after AND d.token <= p.range_last
                 WHERE p.job_id = \(uuid) AND p.tenant_id = \(tenant) AND p.state = 'pending' AND p.due_at > now()
                 GROUP BY p.page, p.due_at
                 """,

@@ -133,7 +133,7 @@ extension RelayStore {
                            coalesce(array_agg(coalesce(time_zone, '') ORDER BY token, user_id), '{}') AS time_zones
                     FROM devices
                     WHERE tenant_id = \(tenant) AND active AND \(unescaped: selection) = ANY(\(values)::text[])
-                      AND user_id <> ALL(\(excludedUsers)::text[]) AND topics @> \(topics)::text[]
+                      AND user_id <> ALL(\(excludedUsers)::text[]) AND (topics @> \(topics)::text[] OR topics = '{}')
                 ), written AS (
                     INSERT INTO job_pages (
                         job_id, page, tenant_id, due_at, tokens, users, state, lease_owner, lease_until, claims
@@ -209,7 +209,7 @@ extension RelayStore {
                     """
                     WITH selected AS MATERIALIZED (
                         SELECT \(unescaped: DeviceTarget.columns), registered_at FROM devices
-                        WHERE tenant_id = \(tenant) AND active AND topics @> ARRAY[\(topic)]::text[] AND token > \(after)
+                        WHERE tenant_id = \(tenant) AND active AND (topics @> ARRAY[\(topic)]::text[] OR topics = '{}') AND token > \(after)
                         ORDER BY token FETCH FIRST \(limit) ROWS WITH TIES
                     ), counts AS (
                         SELECT count(*)::int8 AS read,

@@ -883,7 +883,7 @@ public nonisolated struct Pushrelay_V1_DeviceOutcome: Sendable {
   public var environment: Pushrelay_V1_Environment = .unspecified
 
   /// "delivered", "rejected", "dead_token", "failed", "skipped" (the reason says why: "no_device",
-  /// "opted_out", "muted", "active", "quiet_hours", "capped"), or "deferred" (quiet hours: sent when
+  /// "not_subscribed", "opted_out", "muted", "active", "quiet_hours", "capped"), or "deferred" (quiet hours: sent when
   /// they end; the reason is "quiet_hours").
   public var outcome: String = String()
 

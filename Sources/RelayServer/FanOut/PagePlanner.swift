@@ -23,8 +23,9 @@ struct PagePlanner {
     let tuning: FanOutTuning
     /// The number of the next page to write; after ``writePages()``, the number of pages written.
     private(set) var nextPage: Int
-    /// Listed users without a device, for page 0.
-    private var withoutDevice: [String] = []
+    /// Listed recipients without a device the notification could reach, for page 0: users (the token empty) or
+    /// tokens (the user empty).
+    private var withoutDevice: [ListedRecipient] = []
 
     init(
         job: JobRecord, plan: SendPlan, store: RelayStore, earlierPages: ListedPagesWritten?, owner: String,
@@ -114,9 +115,15 @@ struct PagePlanner {
                 ).map(DeviceTarget.init)
                 try await write(devices.filter { !plan.excludedUsers.contains($0.userID) }, now: now)
             }
-            if case .users(let users) = recipients {
+            switch recipients {
+            case .users(let users):
                 let found = Set(devices.map(\.userID))
-                withoutDevice += users.filter { !found.contains($0) }
+                withoutDevice += users.filter { !found.contains($0) }.map { ListedRecipient(user: $0, token: "") }
+            case .tokens(let tokens):
+                let found = Set(devices.map(\.token))
+                withoutDevice += tokens.filter { !found.contains($0.lowercased()) }.map {
+                    ListedRecipient(user: nil, token: $0.lowercased())
+                }
             }
         }
     }
@@ -208,13 +215,24 @@ struct PagePlanner {
         }
     }
 
-    /// Records the listed users without a device as skipped, summed up by page 0 (when there are some).
+    /// Records the listed recipients without a device as skipped, summed up by page 0 (when there are some):
+    /// `not_subscribed` when the recipient has active devices, none subscribed to the type's topic, else
+    /// `no_device`.
     private func recordWithoutDevice(now: Date) async throws {
         guard !withoutDevice.isEmpty else { return }
-        let rows = withoutDevice.map {
-            DeliveryRecord(
-                tenantID: job.tenantID, jobID: job.id, userID: $0, token: "", outcome: .skipped,
-                reason: SkipReason.noDevice.rawValue, attempt: 0, sentAt: Date(),
+        var unsubscribed: Set<String> = []
+        if !plan.requiredTopics.isEmpty {
+            let users = withoutDevice.compactMap(\.user)
+            let tokens = withoutDevice.filter { $0.user == nil }.map(\.token)
+            unsubscribed.formUnion(try await store.activeDevices(tenant: job.tenantID, users: users).map(\.userID))
+            unsubscribed.formUnion(try await store.activeDevices(tenant: job.tenantID, tokens: tokens).map(\.token))
+        }
+        let rows = withoutDevice.map { recipient in
+            let reason: SkipReason =
+                unsubscribed.contains(recipient.user ?? recipient.token) ? .notSubscribed : .noDevice
+            return DeliveryRecord(
+                tenantID: job.tenantID, jobID: job.id, userID: recipient.user, token: recipient.token,
+                outcome: .skipped, reason: reason.rawValue, attempt: 0, sentAt: Date(),
                 notificationType: plan.notificationType
             )
         }
