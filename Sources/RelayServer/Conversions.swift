@@ -63,6 +63,7 @@ extension DeliveryOutcome {
         case .retryLater: "failed"
         case .skipped: "skipped"
         case .expired: "expired"
+        case .deferred: "deferred"
         }
     }
 }

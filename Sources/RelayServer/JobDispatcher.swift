@@ -196,7 +196,8 @@ final class JobDispatcher: Sendable {
                 outcome.attempts = UInt32(clamping: row.attempt)
                 outcomes.append(outcome)
             }
-            for device in try await store.laterDevices(tenant: tenant, id: jobID) {
+            // A device deferred by quiet hours has its row already; the others scheduled for later have none.
+            for device in try await store.laterDevices(tenant: tenant, id: jobID) where !seen.contains(device.token) {
                 var outcome = Pushrelay_V1_DeviceOutcome()
                 outcome.userID = device.user
                 outcome.token = device.token

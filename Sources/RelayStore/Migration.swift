@@ -531,5 +531,21 @@ extension Migration {
                 """
             ]
         ),
+        Migration(
+            version: 17,
+            name: "deferred_deliveries",
+            statements: [
+                // A device deferred by quiet hours has a row (`deferred`, reason `quiet_hours`) while it waits, so
+                // QUERY_DELIVERIES shows why nothing came yet; its send later records its own row.
+                "ALTER TABLE deliveries DROP CONSTRAINT deliveries_outcome_check",
+                """
+                ALTER TABLE deliveries ADD CONSTRAINT deliveries_outcome_check CHECK (
+                    outcome IN (
+                        'delivered', 'token_dead', 'retry_later', 'configuration_fault', 'skipped', 'expired', 'deferred'
+                    )
+                )
+                """,
+            ]
+        ),
     ]
 }

@@ -146,7 +146,8 @@ extension RelayStore {
     }
 
     /// The recorded outcome of each of `tokens` that already has a delivery row for the job (a page taken
-    /// over from a process that died sends only to the others).
+    /// over from a process that died sends only to the others). A `deferred` row does not count: the device
+    /// waits for its send.
     public func recordedOutcomes(tenant: String, jobID: String, tokens: [String]) async throws(RelayStoreError)
         -> [String: DeliveryOutcome]
     {
@@ -156,6 +157,7 @@ extension RelayStore {
                 """
                 SELECT token, outcome FROM deliveries
                 WHERE tenant_id = \(tenant) AND job_id = \(jobID) AND token = ANY(\(tokens)::text[])
+                  AND outcome <> 'deferred'
                 """,
                 logger: logger
             ).decode((String, String).self) {

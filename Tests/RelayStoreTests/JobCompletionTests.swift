@@ -204,6 +204,11 @@ struct JobCompletionTests {
                 try #require(pages[1]), owner: "relay", counts: JobPageCounts(devices: 2, delivered: 2),
                 lastRows: [row(1), row(11)])
             #expect(try await recorded([1, 11]) == [deviceToken(1): .delivered, deviceToken(11): .delivered])
+            // A device deferred by quiet hours has a row, but no outcome yet: its send is still to come.
+            var deferred = row(12)
+            (deferred.outcome, deferred.reason, deferred.answeredAt) = (.deferred, "quiet_hours", nil)
+            try await store.recordDeliveries([deferred])
+            #expect(try await recorded([12]).isEmpty)
             #expect(try await store.job(tenant: "circl", id: job.id)?.state == .running)
 
             // Page 2 was taken over meanwhile: its row (dated in a day without a partition yet) is written, the

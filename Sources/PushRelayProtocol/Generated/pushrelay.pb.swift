@@ -1048,7 +1048,8 @@ public nonisolated struct Pushrelay_V1_Delivery: Sendable {
 
   public var apnsID: String = String()
 
-  /// "delivered", "rejected", "dead_token", "failed", or "skipped" with its reason.
+  /// "delivered", "rejected", "dead_token", "failed", "skipped" with its reason, "expired", or "deferred"
+  /// (reason "quiet_hours": held by quiet hours; its send later adds its own row).
   public var outcome: String = String()
 
   public var reason: String = String()

@@ -85,6 +85,14 @@ struct PageSender {
                 jobID: page.jobID, tenant: page.tenantID, dueAt: due, tokens: group.map(\.token),
                 users: group.map(\.user)
             )
+            // While they wait, their rows say why (QUERY_DELIVERIES); their send records its own.
+            try await writer.record(
+                group.map {
+                    DeliveryRecord(
+                        tenantID: page.tenantID, jobID: page.jobID, userID: $0.user, token: $0.token,
+                        outcome: .deferred, reason: SkipReason.quietHours.rawValue, attempt: 0, sentAt: now,
+                        notificationType: plan.notificationType)
+                })
             counts.deferred += group.count
         }
         let lastRows = try await send(toSend, counts: &counts)

@@ -19,6 +19,9 @@ public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
     /// Held while its provider could not take it until the notification's validity ended (its expiration, or
     /// the type's `retry_for`); the reason is why it waited.
     case expired
+    /// Not sent yet: quiet hours in the device's time zone hold it until they end (reason `quiet_hours`). Its
+    /// send then records a row of its own.
+    case deferred
 }
 
 extension DeliveryOutcome {
