@@ -106,7 +106,32 @@ final class JobDispatcher: Sendable {
             try await outcomes(tenant: tenant.id, jobID: acceptance.job.id, limit: limits.maxRecipients)
         }
         answer.devices = UInt32(answer.outcomes.count { $0.outcome != "skipped" })
+        Self.fit(&answer, in: limits.maxFrameBytes)
         return answer
+    }
+
+    /// Cuts the outcomes of `answer` to as many as fit a frame body of `maximumBytes`, saying so
+    /// (`outcomes_truncated`): an answer is never larger than the frames the client may send (10,000 users with
+    /// long ids and APNs ids make about 2 MiB).
+    static func fit(_ answer: inout Pushrelay_V1_SendResult, in maximumBytes: Int) {
+        func size(_ message: some SwiftProtobuf.Message) -> Int {
+            (try? message.serializedBytes() as [UInt8])?.count ?? 0
+        }
+        guard size(answer) > maximumBytes else { return }
+        var outcomes = answer.outcomes
+        answer.outcomes = []
+        answer.outcomesTruncated = true
+        // Each outcome costs its bytes, its tag and its length prefix (at most 1 + 5 bytes).
+        var budget = maximumBytes - size(answer)
+        var kept = 0
+        for outcome in outcomes {
+            let bytes = size(outcome) + 6
+            guard bytes <= budget else { break }
+            budget -= bytes
+            kept += 1
+        }
+        outcomes.removeSubrange(kept...)
+        answer.outcomes = outcomes
     }
 
     /// Refuses `request` when `job`, found by its idempotency key, was made by another request: a key names one

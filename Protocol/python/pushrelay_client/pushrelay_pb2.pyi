@@ -520,18 +520,20 @@ class Send(_message.Message):
     def __init__(self, notification_type: _Optional[str] = ..., user_ids: _Optional[_Iterable[str]] = ..., tokens: _Optional[_Iterable[_Union[TokenTarget, _Mapping]]] = ..., topic: _Optional[str] = ..., exclude_user_ids: _Optional[_Iterable[str]] = ..., idempotency_key: _Optional[str] = ..., alert: _Optional[_Union[Alert, _Mapping]] = ..., badge: _Optional[int] = ..., sound: _Optional[str] = ..., thread_id: _Optional[str] = ..., category: _Optional[str] = ..., content_available: bool = ..., mutable_content: bool = ..., interruption_level: _Optional[str] = ..., relevance_score: _Optional[float] = ..., custom_json: _Optional[str] = ..., template_values: _Optional[_Mapping[str, str]] = ..., collapse_id: _Optional[str] = ..., expiration: _Optional[int] = ..., priority: _Optional[int] = ..., wait: bool = ..., scope: _Optional[str] = ..., send_at_ms: _Optional[int] = ..., send_at_local: _Optional[str] = ...) -> None: ...
 
 class SendResult(_message.Message):
-    __slots__ = ["devices", "duplicate", "job", "job_id", "outcomes"]
+    __slots__ = ["devices", "duplicate", "job", "job_id", "outcomes", "outcomes_truncated"]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     devices: int
     duplicate: bool
     job: Job
     job_id: str
     outcomes: _containers.RepeatedCompositeFieldContainer[DeviceOutcome]
-    def __init__(self, job_id: _Optional[str] = ..., duplicate: bool = ..., devices: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[DeviceOutcome, _Mapping]]] = ..., job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+    outcomes_truncated: bool
+    def __init__(self, job_id: _Optional[str] = ..., duplicate: bool = ..., devices: _Optional[int] = ..., outcomes: _Optional[_Iterable[_Union[DeviceOutcome, _Mapping]]] = ..., job: _Optional[_Union[Job, _Mapping]] = ..., outcomes_truncated: bool = ...) -> None: ...
 
 class SetMute(_message.Message):
     __slots__ = ["scope", "thread_id", "until_ms", "user_id"]

@@ -903,37 +903,57 @@ public nonisolated struct Pushrelay_V1_DeviceOutcome: Sendable {
   public init() {}
 }
 
-public nonisolated struct Pushrelay_V1_SendResult: Sendable {
+public nonisolated struct Pushrelay_V1_SendResult: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var jobID: String = String()
+  public var jobID: String {
+    get {_storage._jobID}
+    set {_uniqueStorage()._jobID = newValue}
+  }
 
   /// The idempotency key matched an earlier job; nothing new was sent.
-  public var duplicate: Bool = false
+  public var duplicate: Bool {
+    get {_storage._duplicate}
+    set {_uniqueStorage()._duplicate = newValue}
+  }
 
   /// Devices the job sends to, skipped ones not counted (known at once only with wait; 0 before the
   /// job is planned).
-  public var devices: UInt32 = 0
+  public var devices: UInt32 {
+    get {_storage._devices}
+    set {_uniqueStorage()._devices = newValue}
+  }
 
-  /// With wait: one entry per device and per recipient without a device.
-  public var outcomes: [Pushrelay_V1_DeviceOutcome] = []
+  /// With wait: one entry per device and per recipient without a device, as many as fit the answer in
+  /// max_frame_bytes (outcomes_truncated says when some did not).
+  public var outcomes: [Pushrelay_V1_DeviceOutcome] {
+    get {_storage._outcomes}
+    set {_uniqueStorage()._outcomes = newValue}
+  }
 
   public var job: Pushrelay_V1_Job {
-    get {_job ?? Pushrelay_V1_Job()}
-    set {_job = newValue}
+    get {_storage._job ?? Pushrelay_V1_Job()}
+    set {_uniqueStorage()._job = newValue}
   }
   /// Returns true if `job` has been explicitly set.
-  public var hasJob: Bool {self._job != nil}
+  public var hasJob: Bool {_storage._job != nil}
   /// Clears the value of `job`. Subsequent reads from it will return its default value.
-  public mutating func clearJob() {self._job = nil}
+  public mutating func clearJob() {_uniqueStorage()._job = nil}
+
+  /// With wait: the outcomes listed are the first of more than fit one frame; QUERY_DELIVERIES by job_id
+  /// pages them all.
+  public var outcomesTruncated: Bool {
+    get {_storage._outcomesTruncated}
+    set {_uniqueStorage()._outcomesTruncated = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
 
-  fileprivate var _job: Pushrelay_V1_Job? = nil
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 public nonisolated struct Pushrelay_V1_Job: Sendable {
@@ -2494,53 +2514,104 @@ nonisolated extension Pushrelay_V1_DeviceOutcome: SwiftProtobuf.Message, SwiftPr
 
 nonisolated extension Pushrelay_V1_SendResult: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SendResult"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{1}duplicate\0\u{1}devices\0\u{1}outcomes\0\u{1}job\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{1}duplicate\0\u{1}devices\0\u{1}outcomes\0\u{1}job\0\u{3}outcomes_truncated\0")
+
+  fileprivate class _StorageClass {
+    var _jobID: String = String()
+    var _duplicate: Bool = false
+    var _devices: UInt32 = 0
+    var _outcomes: [Pushrelay_V1_DeviceOutcome] = []
+    var _job: Pushrelay_V1_Job? = nil
+    var _outcomesTruncated: Bool = false
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _jobID = source._jobID
+      _duplicate = source._duplicate
+      _devices = source._devices
+      _outcomes = source._outcomes
+      _job = source._job
+      _outcomesTruncated = source._outcomesTruncated
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularStringField(value: &self.jobID) }()
-      case 2: try { try decoder.decodeSingularBoolField(value: &self.duplicate) }()
-      case 3: try { try decoder.decodeSingularUInt32Field(value: &self.devices) }()
-      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.outcomes) }()
-      case 5: try { try decoder.decodeSingularMessageField(value: &self._job) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularStringField(value: &_storage._jobID) }()
+        case 2: try { try decoder.decodeSingularBoolField(value: &_storage._duplicate) }()
+        case 3: try { try decoder.decodeSingularUInt32Field(value: &_storage._devices) }()
+        case 4: try { try decoder.decodeRepeatedMessageField(value: &_storage._outcomes) }()
+        case 5: try { try decoder.decodeSingularMessageField(value: &_storage._job) }()
+        case 6: try { try decoder.decodeSingularBoolField(value: &_storage._outcomesTruncated) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    // The use of inline closures is to circumvent an issue where the compiler
-    // allocates stack space for every if/case branch local when no optimizations
-    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
-    // https://github.com/apple/swift-protobuf/issues/1182
-    if !self.jobID.isEmpty {
-      try visitor.visitSingularStringField(value: self.jobID, fieldNumber: 1)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every if/case branch local when no optimizations
+      // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+      // https://github.com/apple/swift-protobuf/issues/1182
+      if !_storage._jobID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._jobID, fieldNumber: 1)
+      }
+      if _storage._duplicate != false {
+        try visitor.visitSingularBoolField(value: _storage._duplicate, fieldNumber: 2)
+      }
+      if _storage._devices != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._devices, fieldNumber: 3)
+      }
+      if !_storage._outcomes.isEmpty {
+        try visitor.visitRepeatedMessageField(value: _storage._outcomes, fieldNumber: 4)
+      }
+      try { if let v = _storage._job {
+        try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+      } }()
+      if _storage._outcomesTruncated != false {
+        try visitor.visitSingularBoolField(value: _storage._outcomesTruncated, fieldNumber: 6)
+      }
     }
-    if self.duplicate != false {
-      try visitor.visitSingularBoolField(value: self.duplicate, fieldNumber: 2)
-    }
-    if self.devices != 0 {
-      try visitor.visitSingularUInt32Field(value: self.devices, fieldNumber: 3)
-    }
-    if !self.outcomes.isEmpty {
-      try visitor.visitRepeatedMessageField(value: self.outcomes, fieldNumber: 4)
-    }
-    try { if let v = self._job {
-      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
-    } }()
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Pushrelay_V1_SendResult, rhs: Pushrelay_V1_SendResult) -> Bool {
-    if lhs.jobID != rhs.jobID {return false}
-    if lhs.duplicate != rhs.duplicate {return false}
-    if lhs.devices != rhs.devices {return false}
-    if lhs.outcomes != rhs.outcomes {return false}
-    if lhs._job != rhs._job {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._jobID != rhs_storage._jobID {return false}
+        if _storage._duplicate != rhs_storage._duplicate {return false}
+        if _storage._devices != rhs_storage._devices {return false}
+        if _storage._outcomes != rhs_storage._outcomes {return false}
+        if _storage._job != rhs_storage._job {return false}
+        if _storage._outcomesTruncated != rhs_storage._outcomesTruncated {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
