@@ -117,8 +117,22 @@ extension Pushrelay_V1_NotificationTypeList {
             wire.templateValues = Array(
                 Set([type.threadID, type.category].compactMap(\.self).flatMap(SendPlan.placeholders(in:)))
             ).sorted()
+            wire.expirationSeconds = UInt32(clamping: type.expiration ?? 0)
+            wire.interruptionLevel = type.interruptionLevel?.rawValue ?? ""
+            wire.quietHoursAction = tenant.quietHours.map { ($0.actions[name] ?? $0.defaultAction).rawValue } ?? ""
+            let caps = tenant.rateLimits.perUser[name]
+            wire.maxPerHour = UInt32(clamping: caps?.maxPerHour ?? 0)
+            wire.maxPerDay = UInt32(clamping: caps?.maxPerDay ?? 0)
+            wire.environments = (tenant.bundleIDs[type.bundleID]?.environments ?? []).map(Pushrelay_V1_Environment.init)
+            wire.retryForSeconds = UInt32(clamping: type.retryFor ?? 0)
             return wire
         }
+        subscriptionTopics = tenant.subscriptionTopics
+        tokenPolicy = tenant.tokenPolicy.rawValue
+        quietHoursStart = tenant.quietHours?.start.description ?? ""
+        quietHoursEnd = tenant.quietHours?.end.description ?? ""
+        quietHoursTimeZone = tenant.quietHours?.timeZone ?? ""
+        notificationsPerSecond = UInt32(clamping: tenant.rateLimits.notificationsPerSecond)
     }
 }
 

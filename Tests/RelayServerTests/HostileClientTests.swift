@@ -142,10 +142,18 @@ extension RelayServerSuites {
                 #expect(chat.subscription == "chat" && chat.pushType == "alert" && chat.priority == 10)
                 await family.close()
                 let circl = relay.client("circl")
-                let circlTypes = try await circl.notificationTypes().types
+                let circlList = try await circl.notificationTypes()
+                let circlTypes = circlList.types
                 #expect(circlTypes.map(\.name) == circlTypes.map(\.name).sorted())
                 let message = try #require(circlTypes.first { $0.name == "message" })
                 #expect(message.templateValues == ["channel_id", "circle_id"])
+                // What a backend needs of its tenant's configuration, as circl.yaml says it.
+                let announcement = try #require(circlTypes.first { $0.name == "announcement" })
+                #expect(announcement.maxPerDay == 20 && announcement.maxPerHour == 0)
+                #expect(announcement.quietHoursAction == "defer" && message.quietHoursAction == "pass")
+                #expect(message.environments.contains(.production) && message.expirationSeconds > 0)
+                #expect(circlList.tokenPolicy == "token_moves_to_last_user" && circlList.notificationsPerSecond == 500)
+                #expect(circlList.quietHoursStart == "23:00" && circlList.quietHoursEnd == "07:00")
                 #expect(!circlTypes.contains { $0.name == "chat_message" })
                 await circl.close()
             }

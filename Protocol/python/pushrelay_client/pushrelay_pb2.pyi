@@ -337,28 +337,54 @@ class MuteList(_message.Message):
     def __init__(self, mutes: _Optional[_Iterable[_Union[Mute, _Mapping]]] = ...) -> None: ...
 
 class NotificationType(_message.Message):
-    __slots__ = ["default_enabled", "mandatory", "name", "priority", "push_type", "subscription", "template_values"]
+    __slots__ = ["default_enabled", "environments", "expiration_seconds", "interruption_level", "mandatory", "max_per_day", "max_per_hour", "name", "priority", "push_type", "quiet_hours_action", "retry_for_seconds", "subscription", "template_values"]
     DEFAULT_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENTS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRATION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     MANDATORY_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_DAY_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_HOUR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PUSH_TYPE_FIELD_NUMBER: _ClassVar[int]
+    QUIET_HOURS_ACTION_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FOR_SECONDS_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_VALUES_FIELD_NUMBER: _ClassVar[int]
     default_enabled: bool
+    environments: _containers.RepeatedScalarFieldContainer[Environment]
+    expiration_seconds: int
+    interruption_level: str
     mandatory: bool
+    max_per_day: int
+    max_per_hour: int
     name: str
     priority: int
     push_type: str
+    quiet_hours_action: str
+    retry_for_seconds: int
     subscription: str
     template_values: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., push_type: _Optional[str] = ..., priority: _Optional[int] = ..., mandatory: bool = ..., default_enabled: bool = ..., subscription: _Optional[str] = ..., template_values: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., push_type: _Optional[str] = ..., priority: _Optional[int] = ..., mandatory: bool = ..., default_enabled: bool = ..., subscription: _Optional[str] = ..., template_values: _Optional[_Iterable[str]] = ..., expiration_seconds: _Optional[int] = ..., interruption_level: _Optional[str] = ..., quiet_hours_action: _Optional[str] = ..., max_per_hour: _Optional[int] = ..., max_per_day: _Optional[int] = ..., environments: _Optional[_Iterable[_Union[Environment, str]]] = ..., retry_for_seconds: _Optional[int] = ...) -> None: ...
 
 class NotificationTypeList(_message.Message):
-    __slots__ = ["types"]
+    __slots__ = ["notifications_per_second", "quiet_hours_end", "quiet_hours_start", "quiet_hours_time_zone", "subscription_topics", "token_policy", "types"]
+    NOTIFICATIONS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    QUIET_HOURS_END_FIELD_NUMBER: _ClassVar[int]
+    QUIET_HOURS_START_FIELD_NUMBER: _ClassVar[int]
+    QUIET_HOURS_TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_POLICY_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
+    notifications_per_second: int
+    quiet_hours_end: str
+    quiet_hours_start: str
+    quiet_hours_time_zone: str
+    subscription_topics: _containers.RepeatedScalarFieldContainer[str]
+    token_policy: str
     types: _containers.RepeatedCompositeFieldContainer[NotificationType]
-    def __init__(self, types: _Optional[_Iterable[_Union[NotificationType, _Mapping]]] = ...) -> None: ...
+    def __init__(self, types: _Optional[_Iterable[_Union[NotificationType, _Mapping]]] = ..., subscription_topics: _Optional[_Iterable[str]] = ..., token_policy: _Optional[str] = ..., quiet_hours_start: _Optional[str] = ..., quiet_hours_end: _Optional[str] = ..., quiet_hours_time_zone: _Optional[str] = ..., notifications_per_second: _Optional[int] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ["nonce"]

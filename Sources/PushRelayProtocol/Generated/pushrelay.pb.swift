@@ -1142,6 +1142,28 @@ public nonisolated struct Pushrelay_V1_NotificationType: Sendable {
   /// The template values SEND must give (the {name} placeholders of its thread_id and category).
   public var templateValues: [String] = []
 
+  /// apns-expiration: seconds the notification stays valid; 0: delivered once or never.
+  public var expirationSeconds: UInt32 = 0
+
+  /// The alert's interruption level ("passive", "active", "time-sensitive", "critical"); empty: none set.
+  public var interruptionLevel: String = String()
+
+  /// What quiet hours do to it: "defer" (sent when they end), "drop" (skipped quiet_hours) or "pass"; empty
+  /// when the tenant has no quiet hours.
+  public var quietHoursAction: String = String()
+
+  /// The per-user caps (rate_limits.per_user); 0: none.
+  public var maxPerHour: UInt32 = 0
+
+  public var maxPerDay: UInt32 = 0
+
+  /// The environments its app's devices may register with (PRODUCTION, SANDBOX: the tenant file's
+  /// "production" and "development").
+  public var environments: [Pushrelay_V1_Environment] = []
+
+  /// How long a held notification is tried again (retry_for), in seconds; 0: until it expires.
+  public var retryForSeconds: UInt32 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1154,6 +1176,24 @@ public nonisolated struct Pushrelay_V1_NotificationTypeList: Sendable {
 
   /// By name.
   public var types: [Pushrelay_V1_NotificationType] = []
+
+  /// The topics a device may list in REGISTER_DEVICE (a device that lists none takes every type).
+  public var subscriptionTopics: [String] = []
+
+  /// How REGISTER_DEVICE keeps devices: "one_per_user_platform", "per_user_token_platform_environment" or
+  /// "token_moves_to_last_user" (Tenants/README.md).
+  public var tokenPolicy: String = String()
+
+  /// Quiet hours in the device's time zone ("HH:MM"; empty without quiet hours), and the zone of devices
+  /// that gave none.
+  public var quietHoursStart: String = String()
+
+  public var quietHoursEnd: String = String()
+
+  public var quietHoursTimeZone: String = String()
+
+  /// The tenant's pace of notifications per second (all its fan-outs together).
+  public var notificationsPerSecond: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2953,7 +2993,7 @@ nonisolated extension Pushrelay_V1_ListNotificationTypes: SwiftProtobuf.Message,
 
 nonisolated extension Pushrelay_V1_NotificationType: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".NotificationType"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{3}push_type\0\u{1}priority\0\u{1}mandatory\0\u{3}default_enabled\0\u{1}subscription\0\u{3}template_values\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}name\0\u{3}push_type\0\u{1}priority\0\u{1}mandatory\0\u{3}default_enabled\0\u{1}subscription\0\u{3}template_values\0\u{3}expiration_seconds\0\u{3}interruption_level\0\u{3}quiet_hours_action\0\u{3}max_per_hour\0\u{3}max_per_day\0\u{1}environments\0\u{3}retry_for_seconds\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2968,6 +3008,13 @@ nonisolated extension Pushrelay_V1_NotificationType: SwiftProtobuf.Message, Swif
       case 5: try { try decoder.decodeSingularBoolField(value: &self.defaultEnabled) }()
       case 6: try { try decoder.decodeSingularStringField(value: &self.subscription) }()
       case 7: try { try decoder.decodeRepeatedStringField(value: &self.templateValues) }()
+      case 8: try { try decoder.decodeSingularUInt32Field(value: &self.expirationSeconds) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.interruptionLevel) }()
+      case 10: try { try decoder.decodeSingularStringField(value: &self.quietHoursAction) }()
+      case 11: try { try decoder.decodeSingularUInt32Field(value: &self.maxPerHour) }()
+      case 12: try { try decoder.decodeSingularUInt32Field(value: &self.maxPerDay) }()
+      case 13: try { try decoder.decodeRepeatedEnumField(value: &self.environments) }()
+      case 14: try { try decoder.decodeSingularUInt32Field(value: &self.retryForSeconds) }()
       default: break
       }
     }
@@ -2995,6 +3042,27 @@ nonisolated extension Pushrelay_V1_NotificationType: SwiftProtobuf.Message, Swif
     if !self.templateValues.isEmpty {
       try visitor.visitRepeatedStringField(value: self.templateValues, fieldNumber: 7)
     }
+    if self.expirationSeconds != 0 {
+      try visitor.visitSingularUInt32Field(value: self.expirationSeconds, fieldNumber: 8)
+    }
+    if !self.interruptionLevel.isEmpty {
+      try visitor.visitSingularStringField(value: self.interruptionLevel, fieldNumber: 9)
+    }
+    if !self.quietHoursAction.isEmpty {
+      try visitor.visitSingularStringField(value: self.quietHoursAction, fieldNumber: 10)
+    }
+    if self.maxPerHour != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxPerHour, fieldNumber: 11)
+    }
+    if self.maxPerDay != 0 {
+      try visitor.visitSingularUInt32Field(value: self.maxPerDay, fieldNumber: 12)
+    }
+    if !self.environments.isEmpty {
+      try visitor.visitPackedEnumField(value: self.environments, fieldNumber: 13)
+    }
+    if self.retryForSeconds != 0 {
+      try visitor.visitSingularUInt32Field(value: self.retryForSeconds, fieldNumber: 14)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3006,6 +3074,13 @@ nonisolated extension Pushrelay_V1_NotificationType: SwiftProtobuf.Message, Swif
     if lhs.defaultEnabled != rhs.defaultEnabled {return false}
     if lhs.subscription != rhs.subscription {return false}
     if lhs.templateValues != rhs.templateValues {return false}
+    if lhs.expirationSeconds != rhs.expirationSeconds {return false}
+    if lhs.interruptionLevel != rhs.interruptionLevel {return false}
+    if lhs.quietHoursAction != rhs.quietHoursAction {return false}
+    if lhs.maxPerHour != rhs.maxPerHour {return false}
+    if lhs.maxPerDay != rhs.maxPerDay {return false}
+    if lhs.environments != rhs.environments {return false}
+    if lhs.retryForSeconds != rhs.retryForSeconds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3013,7 +3088,7 @@ nonisolated extension Pushrelay_V1_NotificationType: SwiftProtobuf.Message, Swif
 
 nonisolated extension Pushrelay_V1_NotificationTypeList: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".NotificationTypeList"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}types\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}types\0\u{3}subscription_topics\0\u{3}token_policy\0\u{3}quiet_hours_start\0\u{3}quiet_hours_end\0\u{3}quiet_hours_time_zone\0\u{3}notifications_per_second\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3022,6 +3097,12 @@ nonisolated extension Pushrelay_V1_NotificationTypeList: SwiftProtobuf.Message, 
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.types) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.subscriptionTopics) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.tokenPolicy) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.quietHoursStart) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.quietHoursEnd) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.quietHoursTimeZone) }()
+      case 7: try { try decoder.decodeSingularUInt32Field(value: &self.notificationsPerSecond) }()
       default: break
       }
     }
@@ -3031,11 +3112,35 @@ nonisolated extension Pushrelay_V1_NotificationTypeList: SwiftProtobuf.Message, 
     if !self.types.isEmpty {
       try visitor.visitRepeatedMessageField(value: self.types, fieldNumber: 1)
     }
+    if !self.subscriptionTopics.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.subscriptionTopics, fieldNumber: 2)
+    }
+    if !self.tokenPolicy.isEmpty {
+      try visitor.visitSingularStringField(value: self.tokenPolicy, fieldNumber: 3)
+    }
+    if !self.quietHoursStart.isEmpty {
+      try visitor.visitSingularStringField(value: self.quietHoursStart, fieldNumber: 4)
+    }
+    if !self.quietHoursEnd.isEmpty {
+      try visitor.visitSingularStringField(value: self.quietHoursEnd, fieldNumber: 5)
+    }
+    if !self.quietHoursTimeZone.isEmpty {
+      try visitor.visitSingularStringField(value: self.quietHoursTimeZone, fieldNumber: 6)
+    }
+    if self.notificationsPerSecond != 0 {
+      try visitor.visitSingularUInt32Field(value: self.notificationsPerSecond, fieldNumber: 7)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Pushrelay_V1_NotificationTypeList, rhs: Pushrelay_V1_NotificationTypeList) -> Bool {
     if lhs.types != rhs.types {return false}
+    if lhs.subscriptionTopics != rhs.subscriptionTopics {return false}
+    if lhs.tokenPolicy != rhs.tokenPolicy {return false}
+    if lhs.quietHoursStart != rhs.quietHoursStart {return false}
+    if lhs.quietHoursEnd != rhs.quietHoursEnd {return false}
+    if lhs.quietHoursTimeZone != rhs.quietHoursTimeZone {return false}
+    if lhs.notificationsPerSecond != rhs.notificationsPerSecond {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
