@@ -150,14 +150,12 @@ extension Pushrelay_V1_Send: ValidatedRequest {
             try check.require([1, 5, 10].contains(priority), "priority", "priority is 10, 5 or 1, not \(priority)")
         }
         try check.id(scope, "scope", required: false)
-        if sendAtMs != 0 {
-            let earliest = FieldRules.earliestSendAtMilliseconds
-            // A clock before the earliest time (a test's) still makes a range, never a trap.
-            let latest = max(
-                earliest, min(nowMilliseconds, FieldRules.latestMilliseconds) + FieldRules.scheduleHorizonMilliseconds)
-            try check.milliseconds(sendAtMs, "send_at_ms", in: earliest...latest)
+        let schedule = FieldRules.sendAtRange(nowMilliseconds: nowMilliseconds)
+        if sendAtMs != 0 { try check.milliseconds(sendAtMs, "send_at_ms", in: schedule) }
+        if !sendAtLocal.isEmpty {
+            try check.require(sendAtMs == 0, "send_at_local", "give send_at_ms or send_at_local, not both")
+            try check.localDateTime(sendAtLocal, "send_at_local", in: schedule)
         }
-        try check.id(sendAtLocal, "send_at_local", required: false, maximumBytes: 32)
     }
 }
 

@@ -238,10 +238,14 @@ struct Schedule: Sendable, Hashable {
         case (let milliseconds, ""):
             kind = .at(Date(unixMilliseconds: milliseconds))
         case (0, let text):
-            guard let components = Self.parseLocal(text) else {
-                throw .invalidArgument("send.send_at_local", "send_at_local is YYYY-MM-DDTHH:MM[:SS], not '\(text)'")
+            // Checked when the SEND arrived; a job an older relay accepted may hold a time that is no day.
+            guard let local = try? LocalDateTime(parsing: text) else {
+                throw .invalidArgument("send.send_at_local", "send_at_local '\(text)' is not a wall-clock time")
             }
-            kind = .local(components)
+            kind = .local(
+                DateComponents(
+                    year: local.year, month: local.month, day: local.day, hour: local.hour, minute: local.minute,
+                    second: local.second))
         default:
             throw .invalidArgument("send.send_at_local", "give send_at_ms or send_at_local, not both")
         }
@@ -281,20 +285,6 @@ struct Schedule: Sendable, Hashable {
         var calendar = Calendar(identifier: .gregorian)
         if let zone { calendar.timeZone = zone }
         return calendar.date(from: components)
-    }
-
-    private static func parseLocal(_ text: String) -> DateComponents? {
-        let parts = text.split(separator: "T")
-        guard parts.count == 2 else { return nil }
-        let day = parts[0].split(separator: "-").compactMap { Int($0) }
-        let time = parts[1].split(separator: ":").compactMap { Int($0) }
-        guard day.count == 3, (2...3).contains(time.count), (1...12).contains(day[1]), (1...31).contains(day[2]),
-            (0...23).contains(time[0]), (0...59).contains(time[1]), time.count == 2 || (0...59).contains(time[2])
-        else { return nil }
-        return DateComponents(
-            year: day[0], month: day[1], day: day[2], hour: time[0], minute: time[1],
-            second: time.count == 3 ? time[2] : 0
-        )
     }
 }
 
