@@ -1,6 +1,7 @@
 /// The rules a request's fields are held to before the relay acts on them (Protocol/README.md, "Field rules").
 ///
-/// Each check throws `INVALID_ARGUMENT` naming the field as `<request>.<field>`, so a client learns the
+/// Each check throws `INVALID_ARGUMENT` (`TOO_MANY_RECIPIENTS` for a list of recipients over its count) naming the
+/// field as `<request>.<field>`, or the request alone for a rule on several of its fields, so a client learns the
 /// first field at fault. The rules need neither the tenant's configuration nor the database: what depends on
 /// the tenant (its notification types, topics and environments) is checked where the tenant is known.
 public enum FieldRules {
@@ -56,7 +57,8 @@ public enum FieldRules {
     }
 }
 
-/// Checks the fields of one request, naming each as `<request>.<field>` in its error.
+/// Checks the fields of one request, naming each as `<request>.<field>` in its error (the request alone, `send`, for a
+/// rule on several fields).
 public struct FieldChecker: Sendable {
     /// The request's name in `field`: `send`, `set_mute`.
     public var request: String
@@ -94,6 +96,17 @@ public struct FieldChecker: Sendable {
     public func count(_ count: Int, _ field: String, maximum: Int) throws(ProtocolError) {
         guard count <= maximum else {
             throw fail(field, "\(field) names \(count) entries; at most \(maximum) are allowed")
+        }
+    }
+
+    /// A list of recipients or exclusions of at most `maximum` entries: `TOO_MANY_RECIPIENTS` naming it beyond
+    /// (``WireShape`` checks the same count before decoding).
+    public func recipients(_ count: Int, _ field: String, maximum: Int) throws(ProtocolError) {
+        guard count <= maximum else {
+            throw ProtocolError(
+                .tooManyRecipients,
+                "\(field) names \(count) entries; at most \(maximum) recipients or exclusions are allowed",
+                field: "\(request).\(field)")
         }
     }
 

@@ -146,12 +146,12 @@ struct SendPlan: Sendable {
         if let threadID = request.threadID.nonEmpty {
             aps.threadID = threadID
         } else if let template = type.threadID {
-            aps.threadID = try fill(template, values: request.templateValues, field: "thread_id")
+            aps.threadID = try fill(template, values: request.templateValues, filling: "thread_id")
         }
         if let category = request.category.nonEmpty {
             aps.category = category
         } else if let template = type.category {
-            aps.category = try fill(template, values: request.templateValues, field: "category")
+            aps.category = try fill(template, values: request.templateValues, filling: "category")
         }
         if request.contentAvailable { aps.contentAvailable = true }
         if request.mutableContent { aps.mutableContent = true }
@@ -200,8 +200,10 @@ struct SendPlan: Sendable {
         return names
     }
 
-    /// Fills `{name}` placeholders of `template` from `values`.
-    static func fill(_ template: String, values: [String: String], field: String) throws(ProtocolError) -> String {
+    /// Fills `{name}` placeholders of `template`, the template of the payload's `key` (`thread_id`), from `values`: a
+    /// missing value is `INVALID_ARGUMENT` naming it, `send.template_values.<name>`.
+    static func fill(_ template: String, values: [String: String], filling key: String) throws(ProtocolError) -> String
+    {
         var output = ""
         var rest = Substring(template)
         while let open = rest.firstIndex(of: "{") {
@@ -210,7 +212,7 @@ struct SendPlan: Sendable {
             let name = String(rest[rest.index(after: open)..<close])
             guard let value = values[name] else {
                 throw .invalidArgument(
-                    "send.template_values.\(name)", "the \(field) template '\(template)' needs a value for '\(name)'"
+                    "send.template_values.\(name)", "the \(key) template '\(template)' needs a value for '\(name)'"
                 )
             }
             output += value

@@ -739,8 +739,11 @@ enum RequestFuzz {
                         if field != M.fieldName, !field.hasPrefix(M.fieldName + ".") {
                             problems.append("INVALID_ARGUMENT names field '\(field)'")
                         }
-                    case .refused(.tooManyRecipients, _) where M.frameKind == .send:
+                    case .refused(.tooManyRecipients, let field) where M.frameKind == .send:
                         totals.tooManyRecipients += 1
+                        if !["send.user_ids", "send.tokens", "send.exclude_user_ids"].contains(field) {
+                            problems.append("TOO_MANY_RECIPIENTS names field '\(field)'")
+                        }
                     case .refused(let code, let field):
                         problems.append("refused with \(code.name) (\(field))")
                     }
@@ -956,6 +959,7 @@ enum RequestFuzz {
             audit.id(message.threadID, "thread_id", required: false)
             audit.id(message.scope, "scope", required: false)
             audit.that((0...FieldRules.latestMilliseconds).contains(message.untilMs), "until_ms")
+            audit.that(message.threadID.isEmpty != message.scope.isEmpty, "thread_id or scope")
         },
         fuzz(Pushrelay_V1_ClearMute.self) { draw in
             var message = Pushrelay_V1_ClearMute()
@@ -967,6 +971,7 @@ enum RequestFuzz {
             audit.id(message.userID, "user_id")
             audit.id(message.threadID, "thread_id", required: false)
             audit.id(message.scope, "scope", required: false)
+            audit.that(message.threadID.isEmpty != message.scope.isEmpty, "thread_id or scope")
         },
         fuzz(Pushrelay_V1_ListMutes.self) { draw in
             var message = Pushrelay_V1_ListMutes()
