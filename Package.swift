@@ -78,6 +78,7 @@ let package = Package(
             dependencies: [
                 "APNs",
                 "EmbeddedPostgres",
+                "PushRelayProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -21,7 +21,7 @@ answer, and never crashes.
                      their ratio) and within the ratio (charged, held to the per-connection budget); SENDs of
                      millions of empty loc_args: the answers, relay RSS growth and CPU seconds
   revoke             a credential revoked (admin CLI) while its connection is open
-  log forging        newlines and ESC in HELLO's tenant and client_name; a credential sent as the tenant
+  log forging        newlines, ESC and `key=value` in HELLO's tenant and client_name; a credential sent as the tenant
 
 A relay that dies is restarted (same `serve` arguments, --serve-args) so later attacks still run; every
 death fails the run. At the end: every SEND answered SEND_OK must reach COMPLETED, FAILED or CANCELLED
@@ -104,6 +104,8 @@ FINISHED_STATES = {pb.COMPLETED, pb.FAILED, pb.CANCELLED}
 CONTROL = [("NUL", "\x00"), ("LF", "\n"), ("CR", "\r"), ("ESC", "\x1b[31m"), ("DEL", "\x7f")]
 
 FORGED_PREFIX = b"2026-01-01T00:00:00 critical"
+# A quoted logfmt value: what it holds is one field's value, never a field.
+QUOTED_VALUE = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 VERBOSE = False  # --verbose: one line per case
 
@@ -1920,6 +1922,8 @@ def scan_logs(ctx: Context, needles: Sequence[bytes] = ()) -> List[str]:
             stripped = line.lstrip(b"\r")
             if stripped.startswith(FORGED_PREFIX):
                 findings.append(f"{name}: forged line {short(stripped.decode('utf-8', 'replace'), 80)}")
+            elif re.search(rb"(^| )forged=", QUOTED_VALUE.sub(b'""', line)):
+                findings.append(f"{name}: forged field in {short(line.decode('utf-8', 'replace'), 80)}")
             elif b"\x1b" in line:
                 findings.append(f"{name}: raw ESC in {short(line.decode('utf-8', 'replace'), 80)}")
             elif b"\r" in line.rstrip(b"\r"):
@@ -1933,15 +1937,17 @@ def scan_logs(ctx: Context, needles: Sequence[bytes] = ()) -> List[str]:
 
 def attack_log_forging(ctx: Context) -> Tuple[bool, str]:
     problems = []
-    forged_tenant = ctx.args.tenant + "\n2026-01-01T00:00:00 critical : forged"
-    conn = Conn(ctx.relay.address)
-    answer = conn.hello(forged_tenant, ctx.args.credential, "hostile-forge")
-    conn.close()
-    held, text = judge(answer, HELLO, ok=False, codes=["AUTHENTICATION_FAILED", "INVALID_ARGUMENT"], fields=["tenant"])
-    if not held:
-        problems.append(f"forged tenant HELLO -> {text}")
+    for forged_tenant in (ctx.args.tenant + "\n2026-01-01T00:00:00 critical : forged",
+                          ctx.args.tenant + " request=c0/0 forged=X"):
+        conn = Conn(ctx.relay.address)
+        answer = conn.hello(forged_tenant, ctx.args.credential, "hostile-forge")
+        conn.close()
+        held, text = judge(answer, HELLO, ok=False, codes=["AUTHENTICATION_FAILED", "INVALID_ARGUMENT"],
+                           fields=["tenant"])
+        if not held:
+            problems.append(f"forged tenant HELLO -> {text}")
     for name in ("hostile\n2026-01-01T00:00:00 critical : forged client", "hostile \x1b[31mred\x1b[0m client",
-                 "hostile\r2026-01-01T00:00:00 critical : carriage"):
+                 "hostile\r2026-01-01T00:00:00 critical : carriage", "hostile request=c0/0 forged=X client"):
         conn = Conn(ctx.relay.address)
         answer = conn.hello(ctx.args.tenant, ctx.args.credential, name)
         if answer.status == "ok":
@@ -1960,7 +1966,7 @@ def attack_log_forging(ctx: Context) -> Tuple[bool, str]:
             f"; {findings[1]}" if len(findings) > 1 else ""))
     if problems:
         return False, "; ".join(problems)
-    return True, "forged tenant refused; no forged line, raw ESC or CR in the relay log"
+    return True, "forged tenants refused; no forged line or field, raw ESC or CR in the relay log"
 
 
 def attack_credential_as_tenant(ctx: Context) -> Tuple[bool, str]:

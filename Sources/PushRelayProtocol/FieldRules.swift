@@ -1,8 +1,7 @@
-import Foundation
-
 /// The rules a request's fields are held to before the relay acts on them (Protocol/README.md, "Field rules").
 ///
-/// Each check throws `INVALID_ARGUMENT` naming the field as `<request>.<field>`, so a client learns the
+/// Each check throws `INVALID_ARGUMENT` (`TOO_MANY_RECIPIENTS` for a list of recipients over its count) naming the
+/// field as `<request>.<field>`, or the request alone for a rule on several of its fields, so a client learns the
 /// first field at fault. The rules need neither the tenant's configuration nor the database: what depends on
 /// the tenant (its notification types, topics and environments) is checked where the tenant is known.
 public enum FieldRules {
@@ -19,6 +18,10 @@ public enum FieldRules {
     public static let earliestSendAtMilliseconds: Int64 = 946_684_800_000
     /// How far ahead `send_at_ms` may be: 366 days.
     public static let scheduleHorizonMilliseconds: Int64 = 366 * 86_400_000
+    /// How far ahead of UTC the first time zone to reach a wall-clock time is: 14 hours (UTC+14, the Line Islands).
+    public static let firstZoneOffsetMilliseconds: Int64 = 14 * 3_600_000
+    /// How far behind UTC the last time zone to reach a wall-clock time is: 12 hours (UTC−12).
+    public static let lastZoneOffsetMilliseconds: Int64 = 12 * 3_600_000
     /// Latest `Send.expiration`, in Unix seconds (the same calendar end).
     public static let latestExpirationSeconds: Int64 = 253_402_300_799
     /// Longest presence, in seconds: 7 days.
@@ -33,6 +36,15 @@ public enum FieldRules {
     /// SET_PREFERENCES sets, the arguments of each of an alert's localized strings, a SEND's template values.
     public static let maximumListCount = 256
 
+    /// The instants `send_at_ms` may name when the relay's clock reads `nowMilliseconds`: from 2000-01-01 to
+    /// ``scheduleHorizonMilliseconds`` after the clock (a clock past the end of time counts as the end of time).
+    public static func sendAtRange(nowMilliseconds: Int64) -> ClosedRange<Int64> {
+        // A clock before the earliest time (a test's) still makes a range, never a trap.
+        let latest = max(
+            earliestSendAtMilliseconds, min(nowMilliseconds, latestMilliseconds) + scheduleHorizonMilliseconds)
+        return earliestSendAtMilliseconds...latest
+    }
+
     /// Whether `scalar` can break or disguise a line of text: a control character (Unicode category Cc:
     /// U+0000–U+001F, U+007F–U+009F), a line or paragraph separator (U+2028, U+2029), or a bidirectional
     /// embedding, override or isolate (U+202A–U+202E, U+2066–U+2069). Ids may not hold them, and the relay's
@@ -45,7 +57,8 @@ public enum FieldRules {
     }
 }
 
-/// Checks the fields of one request, naming each as `<request>.<field>` in its error.
+/// Checks the fields of one request, naming each as `<request>.<field>` in its error (the request alone, `send`, for a
+/// rule on several fields).
 public struct FieldChecker: Sendable {
     /// The request's name in `field`: `send`, `set_mute`.
     public var request: String
@@ -86,6 +99,17 @@ public struct FieldChecker: Sendable {
         }
     }
 
+    /// A list of recipients or exclusions of at most `maximum` entries: `TOO_MANY_RECIPIENTS` naming it beyond
+    /// (``WireShape`` checks the same count before decoding).
+    public func recipients(_ count: Int, _ field: String, maximum: Int) throws(ProtocolError) {
+        guard count <= maximum else {
+            throw ProtocolError(
+                .tooManyRecipients,
+                "\(field) names \(count) entries; at most \(maximum) recipients or exclusions are allowed",
+                field: "\(request).\(field)")
+        }
+    }
+
     /// Each id of a list.
     public func ids(_ values: [String], _ field: String) throws(ProtocolError) {
         for value in values { try id(value, field) }
@@ -109,12 +133,47 @@ public struct FieldChecker: Sendable {
         guard isHex else { throw fail(field, "a device token is hex digits only") }
     }
 
-    /// An IANA time zone name the relay's time zone database knows (`Europe/Berlin`); empty allowed.
+    /// A name of the IANA time zone database, canonical or a link (``FieldRules/timeZoneNames``: `Europe/Berlin`,
+    /// `US/Eastern`, `Japan`, `UTC`), spelled as the database spells it; empty allowed.
     public func timeZone(_ value: String, _ field: String) throws(ProtocolError) {
         guard !value.isEmpty else { return }
+        // An id of at most 64 bytes first, so that the message below repeats a short, printable value.
         try id(value, field, maximumBytes: 64)
-        guard TimeZone(identifier: value) != nil, value.contains("/") || value == "UTC" || value == "GMT" else {
-            throw fail(field, "'\(value)' is not an IANA time zone name such as Europe/Berlin")
+        guard FieldRules.timeZoneNames.contains(value) else {
+            throw fail(
+                field,
+                "'\(value)' is not a name of the IANA time zone database (tzdata \(FieldRules.timeZoneDatabaseVersion)) "
+                    + "such as Europe/Berlin, US/Eastern or UTC")
+        }
+    }
+
+    /// A wall-clock date and time (``LocalDateTime``) that every time zone reaches within `range` (Unix
+    /// milliseconds): the first zone to reach it, ``FieldRules/firstZoneOffsetMilliseconds`` ahead of UTC, not before
+    /// its lower bound, and the last, ``FieldRules/lastZoneOffsetMilliseconds`` behind UTC, not after its upper bound.
+    public func localDateTime(_ value: String, _ field: String, in range: ClosedRange<Int64>) throws(ProtocolError) {
+        let local: LocalDateTime
+        do {
+            local = try LocalDateTime(parsing: value)
+        } catch {
+            switch error {
+            case .notTheFormat:
+                throw fail(
+                    field, "\(field) is a wall-clock time YYYY-MM-DDTHH:MM or YYYY-MM-DDTHH:MM:SS, without a zone")
+            case .notADay: throw fail(field, "\(field): \(value.prefix(10)) is not a day of the calendar")
+            case .notATimeOfDay:
+                throw fail(field, "\(field): \(value.dropFirst(11)) is not a time of day (00:00:00 to 23:59:59)")
+            }
+        }
+        let wallClock = local.utcMilliseconds
+        let earliest = LocalDateTime(utcMilliseconds: range.lowerBound + FieldRules.firstZoneOffsetMilliseconds)
+        let latest = LocalDateTime(utcMilliseconds: range.upperBound - FieldRules.lastZoneOffsetMilliseconds)
+        guard wallClock - FieldRules.firstZoneOffsetMilliseconds >= range.lowerBound,
+            wallClock + FieldRules.lastZoneOffsetMilliseconds <= range.upperBound
+        else {
+            throw fail(
+                field,
+                "\(field) is a wall-clock time every time zone reaches within send_at_ms's range: from \(earliest) to "
+                    + "\(latest), not \(local)")
         }
     }
 

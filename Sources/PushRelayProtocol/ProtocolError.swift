@@ -4,7 +4,10 @@ public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible 
     public var code: Pushrelay_V1_ErrorCode
     /// A sentence for people: what was wrong.
     public var message: String
-    /// With `INVALID_ARGUMENT`: the field at fault.
+    /// The field at fault, `<request>.<field>` (`send.alert.title`), or the request alone for a rule on several of
+    /// its fields: always with `INVALID_ARGUMENT` and `TOO_MANY_RECIPIENTS`, with `NOT_FOUND` when a field names
+    /// what was not found, with `INVALID_BODY` when a declared field has another wire type; empty otherwise
+    /// (Protocol/README.md, "Field rules").
     public var field: String
     /// With `RATE_LIMITED` and `UNAVAILABLE`: when to try again, in milliseconds.
     public var retryAfterMilliseconds: UInt32

@@ -9,7 +9,7 @@ public protocol ValidatedRequest: SwiftProtobuf.Message, IdentityNormalized {
     /// How many times each field may appear in a body (RequestShapes.swift), checked before the body is decoded.
     static func wireShape(limits: ProtocolLimits) -> WireShape
 
-    /// Throws `INVALID_ARGUMENT` (or `TOO_MANY_RECIPIENTS`) for the first field that breaks a rule.
+    /// Throws `INVALID_ARGUMENT` (or `TOO_MANY_RECIPIENTS`) naming the first field that breaks a rule.
     /// `nowMilliseconds` is the relay's clock, for rules relative to it.
     func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError)
 }
@@ -109,15 +109,11 @@ extension Pushrelay_V1_Send: ValidatedRequest {
     /// Checks the fields of a `Send` (Protocol/README.md, "Field rules").
     public func validate(limits: ProtocolLimits, nowMilliseconds: Int64) throws(ProtocolError) {
         let check = FieldChecker("send")
-        // The counts first, in field order, as the wire shape checks them.
-        let recipients = userIds.count + tokens.count
-        guard recipients <= limits.maxRecipients, excludeUserIds.count <= limits.maxRecipients else {
-            throw ProtocolError(
-                .tooManyRecipients,
-                "the send names \(max(recipients, excludeUserIds.count)) recipients or exclusions; at most "
-                    + "\(limits.maxRecipients) are allowed"
-            )
-        }
+        // The counts first, in field order, as the wire shape checks them. A send names one audience, so its user
+        // ids and tokens are never more than max_recipients together either.
+        try check.recipients(userIds.count, "user_ids", maximum: limits.maxRecipients)
+        try check.recipients(tokens.count, "tokens", maximum: limits.maxRecipients)
+        try check.recipients(excludeUserIds.count, "exclude_user_ids", maximum: limits.maxRecipients)
         if hasAlert { try alert.checkCounts(check) }
         try check.count(templateValues.count, "template_values", maximum: FieldRules.maximumListCount)
         try check.id(notificationType, "notification_type")
@@ -150,14 +146,12 @@ extension Pushrelay_V1_Send: ValidatedRequest {
             try check.require([1, 5, 10].contains(priority), "priority", "priority is 10, 5 or 1, not \(priority)")
         }
         try check.id(scope, "scope", required: false)
-        if sendAtMs != 0 {
-            let earliest = FieldRules.earliestSendAtMilliseconds
-            // A clock before the earliest time (a test's) still makes a range, never a trap.
-            let latest = max(
-                earliest, min(nowMilliseconds, FieldRules.latestMilliseconds) + FieldRules.scheduleHorizonMilliseconds)
-            try check.milliseconds(sendAtMs, "send_at_ms", in: earliest...latest)
+        let schedule = FieldRules.sendAtRange(nowMilliseconds: nowMilliseconds)
+        if sendAtMs != 0 { try check.milliseconds(sendAtMs, "send_at_ms", in: schedule) }
+        if !sendAtLocal.isEmpty {
+            try check.require(sendAtMs == 0, "send_at_local", "give send_at_ms or send_at_local, not both")
+            try check.localDateTime(sendAtLocal, "send_at_local", in: schedule)
         }
-        try check.id(sendAtLocal, "send_at_local", required: false, maximumBytes: 32)
     }
 }
 
@@ -252,6 +246,7 @@ extension Pushrelay_V1_SetMute: ValidatedRequest {
         try check.id(threadID, "thread_id", required: false)
         try check.id(scope, "scope", required: false)
         try check.milliseconds(untilMs, "until_ms", in: 0...FieldRules.latestMilliseconds)
+        try check.require(threadID.isEmpty != scope.isEmpty, "", "a mute names a thread_id or a scope, exactly one")
     }
 }
 
@@ -262,6 +257,7 @@ extension Pushrelay_V1_ClearMute: ValidatedRequest {
         try check.id(userID, "user_id")
         try check.id(threadID, "thread_id", required: false)
         try check.id(scope, "scope", required: false)
+        try check.require(threadID.isEmpty != scope.isEmpty, "", "a mute names a thread_id or a scope, exactly one")
     }
 }
 

@@ -85,9 +85,9 @@ public struct WireShape: Sendable {
     }
 
     /// Checks the field counts of `body`, a `messageName` (`pushrelay.v1.Send`), at every depth: the first field
-    /// over its count is refused with its error (`INVALID_ARGUMENT` naming `<request>.<field>`, or
-    /// `TOO_MANY_RECIPIENTS`), without reading further; bytes that are not protobuf, a group or too many
-    /// undeclared fields are `INVALID_BODY`.
+    /// over its count is refused with its error (`INVALID_ARGUMENT` or `TOO_MANY_RECIPIENTS`, naming
+    /// `<request>.<field>`), without reading further; bytes that are not protobuf, a declared field of another wire
+    /// type (named as well), a group or too many undeclared fields are `INVALID_BODY`.
     public func check(_ body: ByteBuffer, messageName: String) throws(ProtocolError) {
         let result = body.withUnsafeReadableBytes { bytes in
             Result { () throws(ProtocolError) in
@@ -120,7 +120,11 @@ public struct WireShape: Sendable {
                 continue
             }
             guard wireType == field.wireType.rawValue else {
-                throw reader.invalid("field \(number) (\(prefix).\(field.name)) has the wrong wire type for its type")
+                var error = reader.invalid(
+                    "field \(number) (\(prefix).\(field.name)) has the wrong wire type for its type")
+                // A value of another type names its field; a group or a wire type that does not exist is no value.
+                if WireType(rawValue: wireType) != nil { error.field = prefix + "." + field.name }
+                throw error
             }
             let count = counts[number, default: 0] + 1
             counts[number] = count
@@ -141,7 +145,7 @@ public struct WireShape: Sendable {
             return ProtocolError(
                 .tooManyRecipients,
                 "\(path) names more than \(field.limit) entries; at most \(field.limit) recipients or exclusions are "
-                    + "allowed")
+                    + "allowed", field: path)
         }
         guard field.limit > 1 else {
             return .invalidArgument(path, "\(path) appears more than once; a field that is not repeated appears once")

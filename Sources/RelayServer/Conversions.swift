@@ -162,8 +162,18 @@ extension Pushrelay_V1_Mute {
 }
 
 extension ProtocolError {
-    /// The wire error for a store failure: a bad argument stays the caller's fault, anything else is
-    /// the relay's (`UNAVAILABLE` when the database cannot be reached).
+    /// This error, naming the request of `kind` (`set_mute`) when it is an `INVALID_ARGUMENT` that names no field: the
+    /// database refused the request's data where no field rule did (``init(_:)``), so the request as a whole is at
+    /// fault.
+    func namingRequest(_ kind: FrameKind) -> ProtocolError {
+        guard code == .invalidArgument, field.isEmpty else { return self }
+        var named = self
+        named.field = kind.metricName
+        return named
+    }
+
+    /// The wire error for a store failure: a bad argument stays the caller's fault (an `INVALID_ARGUMENT` that
+    /// ``namingRequest(_:)`` names), anything else is the relay's (`UNAVAILABLE` when the database cannot be reached).
     init(_ error: RelayStoreError) {
         switch error.code {
         case .invalidDeviceRegistration, .invalidArgument, .statementRejected:

@@ -1,17 +1,34 @@
 public import Logging
 import PushRelayProtocol
 
-/// A log handler that escapes control characters in every message and metadata value before another
-/// handler writes them, so that nothing a client sends (a newline, an ANSI escape, a bidirectional override)
-/// can start a line of its own, repaint a terminal or disguise a line: `a\nb` is logged as `a\u{A}b`.
+/// A log handler that makes every metadata value one field before another handler writes it, so that nothing a
+/// client sends can shape a line: control characters are spelled out in messages and values (a newline, an ANSI
+/// escape, a bidirectional override cannot start a line, repaint a terminal or disguise a line: `a\nb` is logged as
+/// `a\u{A}b`), and a value that is empty or holds a space, `=` or `"` is quoted as logfmt quotes it (`"circl
+/// request=c0/0"`, with `\"` and `\\` inside), so that no value can start a field of its own
+/// (`tenant="circl forged=X"`, never `tenant=circl forged=X`).
 ///
-/// Values stay fields: the wrapped handler prints them as it always does, only their control characters
-/// are spelled out.
+/// The handler keeps the metadata as it is set (reading `connection` back gives `c12`) and renders it as each line
+/// is written: its own metadata, its metadata provider's, the line's and the line's error (as `error.message` and
+/// `error.type`, the names swift-log's stream handler gives them), all handed to the wrapped handler as the line's
+/// metadata. The wrapped handler's own metadata and provider move to this one, so that they are rendered too.
 public struct EscapingLogHandler: LogHandler {
     private var wrapped: any LogHandler
 
-    /// Escapes what `wrapped` writes.
+    /// The metadata of every line, as set.
+    public var metadata: Logger.Metadata
+
+    /// Metadata added to every line when it is written.
+    public var metadataProvider: Logger.MetadataProvider?
+
+    /// Renders what `wrapped` writes.
     public init(wrapping wrapped: any LogHandler) {
+        var wrapped = wrapped
+        metadata = wrapped.metadata
+        metadataProvider = wrapped.metadataProvider
+        wrapped.metadata = [:]
+        // Only a handler that has a provider supports setting it (swift-log warns for the others).
+        if wrapped.metadataProvider != nil { wrapped.metadataProvider = nil }
         self.wrapped = wrapped
     }
 
@@ -21,23 +38,25 @@ public struct EscapingLogHandler: LogHandler {
         set { wrapped.logLevel = newValue }
     }
 
-    /// The wrapped handler's metadata, escaped as it is set.
-    public var metadata: Logger.Metadata {
-        get { wrapped.metadata }
-        set { wrapped.metadata = newValue.mapValues(Self.escape) }
-    }
-
-    /// One metadata value of the wrapped handler, escaped as it is set.
+    /// One metadata value, as set.
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { wrapped[metadataKey: key] }
-        set { wrapped[metadataKey: key] = newValue.map(Self.escape) }
+        get { metadata[key] }
+        set { metadata[key] = newValue }
     }
 
-    /// Writes the event with its message and metadata escaped.
+    /// Writes the event with its message escaped and all its metadata rendered as fields.
     public func log(event: LogEvent) {
+        var fields = metadata
+        if let provided = metadataProvider?.get() { fields.merge(provided) { _, provided in provided } }
+        if let explicit = event.metadata { fields.merge(explicit) { _, explicit in explicit } }
+        if let error = event.error {
+            fields["error.message"] = "\(error)"
+            fields["error.type"] = "\(String(reflecting: type(of: error)))"
+        }
         var event = event
         event.message = "\(Self.escape(event.message.description))"
-        event.metadata = event.metadata?.mapValues(Self.escape)
+        event.metadata = fields.mapValues { .string(Self.field(Self.escape($0).description)) }
+        event.error = nil
         wrapped.log(event: event)
     }
 
@@ -54,6 +73,21 @@ public struct EscapingLogHandler: LogHandler {
             }
         }
         return escaped
+    }
+
+    /// `text` as one logfmt value: as it is, or, when it is empty or holds a space (any white space), `=` or `"`,
+    /// in double quotes with `"` and `\` escaped by a backslash.
+    package static func field(_ text: String) -> String {
+        let needsQuotes =
+            text.isEmpty
+            || text.unicodeScalars.contains { $0 == "=" || $0 == "\"" || $0.properties.isWhitespace }
+        guard needsQuotes else { return text }
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            if scalar == "\"" || scalar == "\\" { quoted += "\\" }
+            quoted.unicodeScalars.append(scalar)
+        }
+        return quoted + "\""
     }
 
     private static func escape(_ value: Logger.Metadata.Value) -> Logger.Metadata.Value {

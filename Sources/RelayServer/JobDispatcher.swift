@@ -172,7 +172,7 @@ final class JobDispatcher: Sendable {
         } catch {
             throw ProtocolError(error)
         }
-        guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)") }
+        guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)", field: "cancel_job.job_id") }
         logger.debug("job cancel asked", metadata: ["job": "\(job.id)", "state": "\(job.state.rawValue)"])
         return Pushrelay_V1_Job(job)
     }

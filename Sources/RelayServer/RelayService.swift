@@ -106,7 +106,8 @@ public final class RelayService: Sendable {
         do {
             try await checkRights(caller)
             return try await answer(frame, tenant: caller.tenantID, logger: logger, jobStored: jobStored)
-        } catch {
+        } catch var error {
+            error = error.namingRequest(frame.kind)
             if error.code == .internal || error.code == .unavailable {
                 logger.warning(
                     "request failed",
@@ -238,21 +239,16 @@ public final class RelayService: Sendable {
     ) async throws(ProtocolError) -> Pushrelay_V1_UnregisterDeviceResult {
         var answer = Pushrelay_V1_UnregisterDeviceResult()
         do {
-            if !request.token.isEmpty {
-                answer.removed = UInt32(try await store.unregisterDevice(tenant: tenant, token: request.token))
-            } else if !request.userID.isEmpty, !request.platform.isEmpty {
+            // Without a token the field rules required a user id and a platform.
+            if request.token.isEmpty {
                 answer.removed = UInt32(
                     try await store.unregisterDevices(tenant: tenant, user: request.userID, platform: request.platform)
                 )
             } else {
-                throw ProtocolError.invalidArgument("unregister_device", "give a token, or a user id and a platform")
+                answer.removed = UInt32(try await store.unregisterDevice(tenant: tenant, token: request.token))
             }
-        } catch let error as ProtocolError {
-            throw error
-        } catch let error as RelayStoreError {
-            throw ProtocolError(error)
         } catch {
-            throw ProtocolError(.internal, "\(error)")
+            throw ProtocolError(error)
         }
         return answer
     }
@@ -288,7 +284,7 @@ public final class RelayService: Sendable {
         } catch {
             throw ProtocolError(error)
         }
-        guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)") }
+        guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)", field: "job_status.job_id") }
         var answer = Pushrelay_V1_Job(job)
         if job.state == .running {
             do {

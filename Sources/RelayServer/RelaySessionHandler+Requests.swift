@@ -192,7 +192,9 @@ extension RelaySessionHandler {
         do throws(ProtocolError) {
             let request: Pushrelay_V1_UnsubscribeResults = try frame.decode(limits: configuration.limits)
             guard let id = subscriptions.removeValue(forKey: request.subscriptionRequestID) else {
-                throw ProtocolError(.notFound, "no subscription with request id \(request.subscriptionRequestID)")
+                throw ProtocolError(
+                    .notFound, "no subscription with request id \(request.subscriptionRequestID)",
+                    field: "unsubscribe_results.subscription_request_id")
             }
             service.results.unsubscribe(id)
             answered(.unsubscribeResults, requestID: frame.requestID, error: nil)

@@ -146,12 +146,12 @@ struct SendPlan: Sendable {
         if let threadID = request.threadID.nonEmpty {
             aps.threadID = threadID
         } else if let template = type.threadID {
-            aps.threadID = try fill(template, values: request.templateValues, field: "thread_id")
+            aps.threadID = try fill(template, values: request.templateValues, filling: "thread_id")
         }
         if let category = request.category.nonEmpty {
             aps.category = category
         } else if let template = type.category {
-            aps.category = try fill(template, values: request.templateValues, field: "category")
+            aps.category = try fill(template, values: request.templateValues, filling: "category")
         }
         if request.contentAvailable { aps.contentAvailable = true }
         if request.mutableContent { aps.mutableContent = true }
@@ -200,8 +200,10 @@ struct SendPlan: Sendable {
         return names
     }
 
-    /// Fills `{name}` placeholders of `template` from `values`.
-    static func fill(_ template: String, values: [String: String], field: String) throws(ProtocolError) -> String {
+    /// Fills `{name}` placeholders of `template`, the template of the payload's `key` (`thread_id`), from `values`: a
+    /// missing value is `INVALID_ARGUMENT` naming it, `send.template_values.<name>`.
+    static func fill(_ template: String, values: [String: String], filling key: String) throws(ProtocolError) -> String
+    {
         var output = ""
         var rest = Substring(template)
         while let open = rest.firstIndex(of: "{") {
@@ -210,7 +212,7 @@ struct SendPlan: Sendable {
             let name = String(rest[rest.index(after: open)..<close])
             guard let value = values[name] else {
                 throw .invalidArgument(
-                    "send.template_values.\(name)", "the \(field) template '\(template)' needs a value for '\(name)'"
+                    "send.template_values.\(name)", "the \(key) template '\(template)' needs a value for '\(name)'"
                 )
             }
             output += value
@@ -238,10 +240,14 @@ struct Schedule: Sendable, Hashable {
         case (let milliseconds, ""):
             kind = .at(Date(unixMilliseconds: milliseconds))
         case (0, let text):
-            guard let components = Self.parseLocal(text) else {
-                throw .invalidArgument("send.send_at_local", "send_at_local is YYYY-MM-DDTHH:MM[:SS], not '\(text)'")
+            // Checked when the SEND arrived; a job an older relay accepted may hold a time that is no day.
+            guard let local = try? LocalDateTime(parsing: text) else {
+                throw .invalidArgument("send.send_at_local", "send_at_local '\(text)' is not a wall-clock time")
             }
-            kind = .local(components)
+            kind = .local(
+                DateComponents(
+                    year: local.year, month: local.month, day: local.day, hour: local.hour, minute: local.minute,
+                    second: local.second))
         default:
             throw .invalidArgument("send.send_at_local", "give send_at_ms or send_at_local, not both")
         }
@@ -281,20 +287,6 @@ struct Schedule: Sendable, Hashable {
         var calendar = Calendar(identifier: .gregorian)
         if let zone { calendar.timeZone = zone }
         return calendar.date(from: components)
-    }
-
-    private static func parseLocal(_ text: String) -> DateComponents? {
-        let parts = text.split(separator: "T")
-        guard parts.count == 2 else { return nil }
-        let day = parts[0].split(separator: "-").compactMap { Int($0) }
-        let time = parts[1].split(separator: ":").compactMap { Int($0) }
-        guard day.count == 3, (2...3).contains(time.count), (1...12).contains(day[1]), (1...31).contains(day[2]),
-            (0...23).contains(time[0]), (0...59).contains(time[1]), time.count == 2 || (0...59).contains(time[2])
-        else { return nil }
-        return DateComponents(
-            year: day[0], month: day[1], day: day[2], hour: time[0], minute: time[1],
-            second: time.count == 3 ? time[2] : 0
-        )
     }
 }
 

@@ -1,5 +1,6 @@
 import APNs
 public import Foundation
+import PushRelayProtocol
 import Yams
 
 /// A tenant file that cannot be used: which file, which line, which key, and why.
@@ -368,9 +369,11 @@ private struct TenantFileParser {
         var hours = TenantConfiguration.QuietHours(start: start, end: end)
         if let zoneNode = reader.value("time_zone") {
             let zone = try string(zoneNode, reader.path("time_zone"))
-            guard TimeZone(identifier: zone) != nil else {
+            // The rule of REGISTER_DEVICE's time_zone (Protocol/README.md, "Field rules").
+            guard FieldRules.timeZoneNames.contains(zone) else {
                 throw error(
-                    zoneNode, reader.path("time_zone"), "unknown time zone \"\(zone)\" (IANA names, e.g. Europe/Paris)")
+                    zoneNode, reader.path("time_zone"),
+                    "unknown time zone \"\(zone)\" (names of the IANA time zone database, e.g. Europe/Paris)")
             }
             hours.timeZone = zone
         }

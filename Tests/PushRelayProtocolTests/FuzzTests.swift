@@ -739,8 +739,11 @@ enum RequestFuzz {
                         if field != M.fieldName, !field.hasPrefix(M.fieldName + ".") {
                             problems.append("INVALID_ARGUMENT names field '\(field)'")
                         }
-                    case .refused(.tooManyRecipients, _) where M.frameKind == .send:
+                    case .refused(.tooManyRecipients, let field) where M.frameKind == .send:
                         totals.tooManyRecipients += 1
+                        if !["send.user_ids", "send.tokens", "send.exclude_user_ids"].contains(field) {
+                            problems.append("TOO_MANY_RECIPIENTS names field '\(field)'")
+                        }
                     case .refused(let code, let field):
                         problems.append("refused with \(code.name) (\(field))")
                     }
@@ -956,6 +959,7 @@ enum RequestFuzz {
             audit.id(message.threadID, "thread_id", required: false)
             audit.id(message.scope, "scope", required: false)
             audit.that((0...FieldRules.latestMilliseconds).contains(message.untilMs), "until_ms")
+            audit.that(message.threadID.isEmpty != message.scope.isEmpty, "thread_id or scope")
         },
         fuzz(Pushrelay_V1_ClearMute.self) { draw in
             var message = Pushrelay_V1_ClearMute()
@@ -967,6 +971,7 @@ enum RequestFuzz {
             audit.id(message.userID, "user_id")
             audit.id(message.threadID, "thread_id", required: false)
             audit.id(message.scope, "scope", required: false)
+            audit.that(message.threadID.isEmpty != message.scope.isEmpty, "thread_id or scope")
         },
         fuzz(Pushrelay_V1_ListMutes.self) { draw in
             var message = Pushrelay_V1_ListMutes()
@@ -1094,7 +1099,7 @@ struct Draw {
     mutating func timeZone() -> String {
         hostile()
             ? Palette.hostileString(&random)
-            : random.pick(["", "Europe/Berlin", "America/New_York", "UTC", "Asia/Kolkata"])
+            : random.pick(["", "Europe/Berlin", "America/New_York", "UTC", "Asia/Kolkata", "Japan", "GMT+5"])
     }
 
     mutating func int64(valid range: ClosedRange<Int64>) -> Int64 {
@@ -1178,7 +1183,9 @@ struct Draw {
             message.sendAtMs = draw.int64(valid: FieldRules.earliestSendAtMilliseconds...latest)
         }
         message.sendAtLocal =
-            draw.hostile() ? draw.id() : draw.random.pick(["", "2026-11-22T00:00", "2026-11-22T00:00:00"])
+            draw.hostile()
+            ? draw.random.pick([draw.id(), "2026-02-29T00:00", "2026-11-22T24:00", "+2026-11-22T00:00"])
+            : draw.random.pick(["", "2026-11-22T00:00", "2026-11-22T00:00:00"])
         return message
     }
 }
@@ -1220,9 +1227,34 @@ struct Audit {
     mutating func timeZone(_ value: String, _ field: String) {
         guard !value.isEmpty else { return }
         id(value, field, maximumBytes: 64)
-        if !(value.contains("/") || value == "UTC" || value == "GMT") || TimeZone(identifier: value) == nil {
+        if !FieldRules.timeZoneNames.contains(value) || TimeZone(identifier: value) == nil {
             problems.append("accepted the \(field) \(value.debugDescription)")
         }
+    }
+
+    /// A wall-clock time of the calendar (Foundation's Gregorian calendar gives back the same fields) that UTC+14
+    /// and UTC−12 both reach within `send_at_ms`'s range.
+    mutating func localDateTime(_ value: String, _ field: String) {
+        guard value.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2})?/) != nil else {
+            problems.append("accepted the \(field) \(value.debugDescription)")
+            return
+        }
+        let numbers = value.split(whereSeparator: { "-T:".contains($0) }).map { Int($0)! }
+        let fields = DateComponents(
+            year: numbers[0], month: numbers[1], day: numbers[2], hour: numbers[3], minute: numbers[4],
+            second: numbers.count == 6 ? numbers[5] : 0)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        guard let date = calendar.date(from: fields),
+            calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date) == fields
+        else {
+            problems.append("accepted the \(field) \(value.debugDescription), no time of the calendar")
+            return
+        }
+        let wallClock = Int64(date.timeIntervalSince1970 * 1_000)
+        let latest = min(now, FieldRules.latestMilliseconds) + FieldRules.scheduleHorizonMilliseconds
+        that(wallClock - 14 * 3_600_000 >= FieldRules.earliestSendAtMilliseconds, field)
+        that(wallClock + 12 * 3_600_000 <= latest, field)
     }
 
     @Sendable static func send(_ message: Pushrelay_V1_Send, _ audit: inout Audit) {
@@ -1255,7 +1287,10 @@ struct Audit {
             audit.id(value, "template_values", required: false)
         }
         audit.id(message.collapseID, "collapse_id", required: false, maximumBytes: FieldRules.maximumCollapseIDBytes)
-        audit.id(message.sendAtLocal, "send_at_local", required: false, maximumBytes: 32)
+        if !message.sendAtLocal.isEmpty {
+            audit.that(message.sendAtMs == 0, "send_at_ms with send_at_local")
+            audit.localDateTime(message.sendAtLocal, "send_at_local")
+        }
         if message.hasRelevanceScore {
             audit.that(
                 message.relevanceScore.isFinite && message.relevanceScore >= 0 && message.relevanceScore <= 1,

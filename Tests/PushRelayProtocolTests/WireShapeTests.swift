@@ -156,11 +156,11 @@ import Testing
         func ids(_ count: Int) -> [String] { (0..<count).map { "id-\($0)" } }
         let sends: [(String, Int, (Int) -> Pushrelay_V1_Send, Pushrelay_V1_ErrorCode)] = [
             (
-                "", 50, { count in FieldRulesTests.with(Pushrelay_V1_Send()) { $0.userIds = ids(count) } },
-                .tooManyRecipients
+                "send.user_ids", 50,
+                { count in FieldRulesTests.with(Pushrelay_V1_Send()) { $0.userIds = ids(count) } }, .tooManyRecipients
             ),
             (
-                "", 50,
+                "send.tokens", 50,
                 { count in
                     FieldRulesTests.with(Pushrelay_V1_Send()) {
                         $0.tokens = ids(count).map { id in
@@ -170,7 +170,8 @@ import Testing
                 }, .tooManyRecipients
             ),
             (
-                "", 50, { count in FieldRulesTests.with(Pushrelay_V1_Send()) { $0.excludeUserIds = ids(count) } },
+                "send.exclude_user_ids", 50,
+                { count in FieldRulesTests.with(Pushrelay_V1_Send()) { $0.excludeUserIds = ids(count) } },
                 .tooManyRecipients
             ),
             (
@@ -249,9 +250,12 @@ import Testing
         let another = Self.field(164, 0)
         let anotherInAlert = Self.tag(7, 2) + Self.varint(UInt64(another.count)) + another
         #expect(Self.verdict(send, distinct + anotherInAlert) == .refused(.invalidBody, field: ""))
+        // A declared field of another wire type is named.
+        #expect(Self.verdict(send, Self.field(2, 0)) == .refused(.invalidBody, field: "send.user_ids"))
+        #expect(Self.verdict(send, Self.tag(7, 5) + [0, 0, 0, 0]) == .refused(.invalidBody, field: "send.alert"))
+        let titleAsVarint = Self.tag(7, 2) + [2] + Self.field(1, 0)
+        #expect(Self.verdict(send, titleAsVarint) == .refused(.invalidBody, field: "send.alert.title"))
         for body: [UInt8] in [
-            Self.field(2, 0),  // user_ids as a varint
-            Self.tag(7, 5) + [0, 0, 0, 0],  // alert as 4 fixed bytes
             Self.tag(99, 3) + Self.tag(99, 4),  // a group
             Self.tag(1, 2) + [5, 0x41],  // a string cut short
             [0x80],  // a tag cut short

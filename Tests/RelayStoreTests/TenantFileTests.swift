@@ -165,6 +165,8 @@ struct TenantFileTests {
             ("push_type: alert", "push_type: alert\n    expiration: soon", "notification_types.message.expiration", 9),
             ("  end: \"07:00\"", "  end: \"07:00\"\n  types:\n    mesage: pass", "quiet_hours.types.mesage", 13),
             ("  end: \"07:00\"", "  end: \"07:00\"\n  time_zone: Mars/Base", "quiet_hours.time_zone", 12),
+            // Foundation reads it as UTC+5; the IANA time zone database has no such name.
+            ("  end: \"07:00\"", "  end: \"07:00\"\n  time_zone: GMT+5", "quiet_hours.time_zone", 12),
             ("token_policy:", "rate_limits:\n  fanout_weight: 0\ntoken_policy:", "rate_limits.fanout_weight", 6),
             ("token_policy:", "rate_limits:\n  fanout_weight: 101\ntoken_policy:", "rate_limits.fanout_weight", 6),
         ]
@@ -175,6 +177,16 @@ struct TenantFileTests {
         let error = try parseError(yaml)
         #expect(error.key == key, "\(error)")
         #expect(error.line == line, "\(error)")
+    }
+
+    @Test("quiet hours' time zone is a name of the IANA time zone database, canonical or a link")
+    func quietHoursTimeZone() throws {
+        for zone in ["Europe/Paris", "Etc/GMT+5", "EST5EDT", "Japan", "US/Eastern"] {
+            let yaml = minimalTenant.replacingOccurrences(
+                of: "  end: \"07:00\"", with: "  end: \"07:00\"\n  time_zone: \(zone)")
+            let folder = try writeTenantFolder(["example.yaml": yaml])
+            #expect(try TenantConfiguration.loadFolder(folder).first?.quietHours?.timeZone == zone)
+        }
     }
 
     @Test("fanout_weight is read, 1 by default")

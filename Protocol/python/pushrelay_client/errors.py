@@ -63,7 +63,9 @@ class RelayError(PushRelayError):
         code: the error code (an unknown wire value becomes ``ErrorCode.INTERNAL``).
         message: the relay's sentence for people.
         retry_after_ms: with ``RATE_LIMITED`` and ``UNAVAILABLE``: when to try again.
-        field: with ``INVALID_ARGUMENT``: the field at fault.
+        field: the field at fault (``send.alert.title``, or ``send`` for a rule on several fields): always with
+            ``INVALID_ARGUMENT`` and ``TOO_MANY_RECIPIENTS``, with ``NOT_FOUND`` and ``INVALID_BODY`` when a field
+            is at fault (Protocol/README.md, "Field rules", lists every one).
         request_id: the request id of the ERROR frame (0 for an error about the connection).
         wire_code: the code as received, also when it is not in :class:`ErrorCode`.
     """

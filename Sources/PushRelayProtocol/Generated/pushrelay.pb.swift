@@ -66,7 +66,7 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
   /// No such job, device or subscription for this tenant (another tenant's ids are not found).
   case notFound // = 11
 
-  /// SEND names more recipients than max_recipients.
+  /// SEND names more recipients (or exclusions) than max_recipients in one list; `field` names it.
   case tooManyRecipients // = 12
 
   /// Too many requests; retry after retry_after_ms.
@@ -416,7 +416,9 @@ public nonisolated struct Pushrelay_V1_Error: Sendable {
   /// With RATE_LIMITED and UNAVAILABLE: when to try again, in milliseconds.
   public var retryAfterMs: UInt32 = 0
 
-  /// With INVALID_ARGUMENT: the field at fault ("send.alert.title").
+  /// The field at fault ("send.alert.title"), or the request alone ("send") for a rule on several of its
+  /// fields: always with INVALID_ARGUMENT and TOO_MANY_RECIPIENTS, with NOT_FOUND and INVALID_BODY when a
+  /// field is at fault (Protocol/README.md, "Field rules", lists every one).
   public var field: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
