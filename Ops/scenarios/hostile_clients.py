@@ -1048,8 +1048,8 @@ def attack_ctl_hello(ctx: Context) -> Tuple[bool, str]:
 
 
 def attack_ctl_goodbye(ctx: Context) -> Tuple[bool, str]:
-    """GOODBYE with control characters in its reason: refused INVALID_ARGUMENT (the connection goes on), or
-    taken (the relay closes the connection); nothing else, and no silence."""
+    """GOODBYE with control characters in its reason: refused INVALID_ARGUMENT and then the connection closes (a
+    GOODBYE closes even when refused, Protocol/README.md), or taken (closed at once); nothing else, no silence."""
     tally = Tally()
     for tag, bad in CONTROL:
         label = f"goodbye.reason={tag}"
@@ -1073,9 +1073,9 @@ def attack_ctl_goodbye(ctx: Context) -> Tuple[bool, str]:
                     error.ParseFromString(got[4])
                     outcome = f"ERROR {code_name(error.code)}"
                     if code_name(error.code) == "INVALID_ARGUMENT":
-                        usable, why = still_usable(conn)
-                        held = usable
-                        outcome = f"refused INVALID_ARGUMENT, {why if why else 'connection usable'}"
+                        closed, why = closes_soon(conn)
+                        held = closed
+                        outcome = f"refused INVALID_ARGUMENT, {why if why else 'then closed'}"
                     break
         except Closed:
             held, outcome = True, "taken: connection closed"
@@ -1128,6 +1128,18 @@ def fresh(ctx: Context, hello: bool = True, **kw) -> Conn:
             conn.close()
             raise Closed(f"HELLO -> {answer}")
     return conn
+
+
+def closes_soon(conn: Conn, seconds: float = 5) -> Tuple[bool, str]:
+    """Whether the relay closes the connection within `seconds` (frames before the close are read and dropped)."""
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            if conn.read_frame(max(0.0, deadline - time.monotonic())) is None:
+                break
+    except Closed:
+        return True, ""
+    return False, f"still open {seconds:g} s later"
 
 
 def still_usable(conn: Conn) -> Tuple[bool, str]:
@@ -1329,8 +1341,9 @@ def attack_goodbye_invalid_body(ctx: Context) -> Tuple[bool, str]:
         answer = Answer("closed", note=str(closed))
     held, text = judge(answer, GOODBYE, ok=False, codes=["INVALID_BODY"])
     if held:
-        usable, why = still_usable(conn)
-        if not usable:
+        # A GOODBYE closes the connection even when its body is refused.
+        closed, why = closes_soon(conn)
+        if not closed:
             held, text = False, f"{text}, {why}"
     tally.add(held, "goodbye with an invalid body", text)
     conn.close()
