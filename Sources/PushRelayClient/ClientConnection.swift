@@ -28,6 +28,12 @@ final class ClientConnection: Sendable {
     /// Whether the connection can take requests.
     var isOpen: Bool { state.withLock { $0.open } && channel.isActive }
 
+    /// Whether request id `id` is in use on the connection: a request waiting for its answer, or a live
+    /// subscription (the relay answers a reused one `DUPLICATE_REQUEST_ID`).
+    func holds(_ id: UInt32) -> Bool {
+        state.withLock { $0.pending[id] != nil || $0.streams[id] != nil }
+    }
+
     /// Connects, says HELLO and waits for HELLO_OK.
     static func open(configuration: PushRelayClientConfiguration, group: any EventLoopGroup) async throws
         -> ClientConnection

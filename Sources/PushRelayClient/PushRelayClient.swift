@@ -61,7 +61,7 @@ public actor PushRelayClient {
         connecting = nil
         guard let connection else { return }
         self.connection = nil
-        await connection.goodbye(requestID: takeRequestID())
+        await connection.goodbye(requestID: takeRequestID(on: connection))
     }
 
     // MARK: Methods
@@ -182,7 +182,7 @@ public actor PushRelayClient {
         var request = Pushrelay_V1_SubscribeResults()
         request.receipts = receipts
         let connection = try await liveConnection()
-        let id = takeRequestID()
+        let id = takeRequestID(on: connection)
         let (stream, continuation) = AsyncStream.makeStream(
             of: Pushrelay_V1_ResultEvent.self, bufferingPolicy: .bufferingNewest(10_000)
         )
@@ -201,7 +201,8 @@ public actor PushRelayClient {
     ) async throws(PushRelayClientError) -> Answer {
         let body = try Self.serialize(request)
         let connection = try await liveConnection()
-        let frame = try await connection.request(kind: kind, requestID: takeRequestID(), body: body, events: nil)
+        let frame = try await connection.request(
+            kind: kind, requestID: takeRequestID(on: connection), body: body, events: nil)
         return try Self.decode(frame, expecting: kind.answer)
     }
 
@@ -236,8 +237,12 @@ public actor PushRelayClient {
         }
     }
 
-    private func takeRequestID() -> UInt32 {
-        nextRequestID = nextRequestID == UInt32.max ? 1 : nextRequestID + 1
+    /// The next request id (never 0; the counter wraps) that `connection` does not hold: an id still waiting for
+    /// its answer or kept by a live subscription is skipped.
+    private func takeRequestID(on connection: ClientConnection) -> UInt32 {
+        repeat {
+            nextRequestID = nextRequestID == UInt32.max ? 1 : nextRequestID + 1
+        } while connection.holds(nextRequestID)
         return nextRequestID
     }
 

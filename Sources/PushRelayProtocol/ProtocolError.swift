@@ -11,6 +11,8 @@ public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible 
     public var field: String
     /// With `RATE_LIMITED` and `UNAVAILABLE`: when to try again, in milliseconds.
     public var retryAfterMilliseconds: UInt32
+    /// With `DUPLICATE_REQUEST_ID` (answered on request id 0): the request id already in flight.
+    public var requestID: UInt32 = 0
 
     /// An error with a code and a message.
     public init(
@@ -25,6 +27,16 @@ public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The error read from an ERROR frame's body.
     public init(_ error: Pushrelay_V1_Error) {
         self.init(error.code, error.message, field: error.field, retryAfterMilliseconds: error.retryAfterMs)
+        requestID = error.requestID
+    }
+
+    /// A `DUPLICATE_REQUEST_ID` error for request id `id`, still in flight: answered on request id 0, it names the
+    /// id as a field (`request_id`) and a number, so a client can tell which of its requests it is about.
+    public static func duplicateRequestID(_ id: UInt32) -> ProtocolError {
+        var error = ProtocolError(
+            .duplicateRequestID, "request id \(id) is already in flight; this frame was skipped", field: "request_id")
+        error.requestID = id
+        return error
     }
 
     /// An `INVALID_ARGUMENT` error naming its field.
@@ -39,6 +51,7 @@ public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible 
         error.message = message
         error.field = field
         error.retryAfterMs = retryAfterMilliseconds
+        error.requestID = requestID
         return error
     }
 

@@ -22,7 +22,7 @@ extension RelaySessionHandler {
             // Answered with request id 0: the id's own answer is still to come, and a client must not take this
             // error for it. The message names the id.
             writeError(
-                ProtocolError(.duplicateRequestID, "request id \(id) is already in flight; this frame was skipped"),
+                .duplicateRequestID(id),
                 requestID: 0, kind: frame.kind, context: context
             )
             return

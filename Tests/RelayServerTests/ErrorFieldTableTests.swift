@@ -16,7 +16,7 @@ import Testing
         let table = try ErrorFieldTable.load()
         #expect(table.rows.count > 60)
         let codes = Set(table.rows.flatMap(\.codes))
-        #expect(codes == ["INVALID_ARGUMENT", "TOO_MANY_RECIPIENTS", "NOT_FOUND"])
+        #expect(codes == ["INVALID_ARGUMENT", "TOO_MANY_RECIPIENTS", "NOT_FOUND", "DUPLICATE_REQUEST_ID"])
         #expect(table.pairs.contains(Pair(code: "INVALID_ARGUMENT", field: "send.template_values.<name>")))
     }
 

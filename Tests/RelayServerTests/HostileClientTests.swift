@@ -195,7 +195,9 @@ extension RelayServerSuites {
                 }
                 let refusal = try #require(answers.first { $0.kind == .error })
                 #expect(refusal.requestID == 0)
-                #expect(try refusal.decode(Pushrelay_V1_Error.self).code == .duplicateRequestID)
+                let error = try refusal.decode(Pushrelay_V1_Error.self)
+                // On request id 0, naming the reused id as a field and as a number.
+                #expect(error.code == .duplicateRequestID && error.field == "request_id" && error.requestID == 5)
                 #expect(answers.contains { $0.kind == FrameKind.send.answer && $0.requestID == 5 })
                 await connection.close()
             }

@@ -189,16 +189,18 @@ class DeviceOutcome(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., apns_id: _Optional[str] = ..., attempts: _Optional[int] = ..., invalidated_at_ms: _Optional[int] = ...) -> None: ...
 
 class Error(_message.Message):
-    __slots__ = ["code", "field", "message", "retry_after_ms"]
+    __slots__ = ["code", "field", "message", "request_id", "retry_after_ms"]
     CODE_FIELD_NUMBER: _ClassVar[int]
     FIELD_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     code: ErrorCode
     field: str
     message: str
+    request_id: int
     retry_after_ms: int
-    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., retry_after_ms: _Optional[int] = ..., field: _Optional[str] = ...) -> None: ...
+    def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., retry_after_ms: _Optional[int] = ..., field: _Optional[str] = ..., request_id: _Optional[int] = ...) -> None: ...
 
 class GetPreferences(_message.Message):
     __slots__ = ["user_id"]

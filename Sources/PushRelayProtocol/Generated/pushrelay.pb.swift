@@ -418,8 +418,13 @@ public nonisolated struct Pushrelay_V1_Error: Sendable {
 
   /// The field at fault ("send.alert.title"), or the request alone ("send") for a rule on several of its
   /// fields: always with INVALID_ARGUMENT and TOO_MANY_RECIPIENTS, with NOT_FOUND and INVALID_BODY when a
-  /// field is at fault (Protocol/README.md, "Field rules", lists every one).
+  /// field is at fault, and "request_id" with DUPLICATE_REQUEST_ID (Protocol/README.md, "Field rules", lists
+  /// every one).
   public var field: String = String()
+
+  /// With DUPLICATE_REQUEST_ID, which comes on request id 0: the request id already in flight (the frame that
+  /// reused it was skipped).
+  public var requestID: UInt32 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1757,7 +1762,7 @@ nonisolated extension Pushrelay_V1_Goodbye: SwiftProtobuf.Message, SwiftProtobuf
 
 nonisolated extension Pushrelay_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Error"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{3}retry_after_ms\0\u{1}field\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}code\0\u{1}message\0\u{3}retry_after_ms\0\u{1}field\0\u{3}request_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1769,6 +1774,7 @@ nonisolated extension Pushrelay_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
       case 2: try { try decoder.decodeSingularStringField(value: &self.message) }()
       case 3: try { try decoder.decodeSingularUInt32Field(value: &self.retryAfterMs) }()
       case 4: try { try decoder.decodeSingularStringField(value: &self.field) }()
+      case 5: try { try decoder.decodeSingularUInt32Field(value: &self.requestID) }()
       default: break
       }
     }
@@ -1787,6 +1793,9 @@ nonisolated extension Pushrelay_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
     if !self.field.isEmpty {
       try visitor.visitSingularStringField(value: self.field, fieldNumber: 4)
     }
+    if self.requestID != 0 {
+      try visitor.visitSingularUInt32Field(value: self.requestID, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1795,6 +1804,7 @@ nonisolated extension Pushrelay_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.message != rhs.message {return false}
     if lhs.retryAfterMs != rhs.retryAfterMs {return false}
     if lhs.field != rhs.field {return false}
+    if lhs.requestID != rhs.requestID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
