@@ -215,7 +215,8 @@ extension Pushrelay_V1_QueryDeliveries: ValidatedRequest {
         let filters = [!jobID.isEmpty, !userID.isEmpty, !token.isEmpty, fromMs != 0 || toMs != 0]
         try check.require(
             filters.count(where: { $0 }) == 1, "", "give exactly one of job_id, user_id, token or from_ms/to_ms")
-        if fromMs != 0 || toMs != 0 {
+        // A range open at its end (to_ms 0) runs to the end of time.
+        if toMs != 0 {
             try check.require(fromMs < toMs, "to_ms", "to_ms must be after from_ms")
         }
     }

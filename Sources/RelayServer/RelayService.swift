@@ -318,7 +318,8 @@ public final class RelayService: Sendable {
                 let latest = FieldRules.latestMilliseconds
                 rows = try await store.deliveries(
                     tenant: tenant, from: Date(unixMilliseconds: min(request.fromMs, latest)),
-                    to: Date(unixMilliseconds: min(request.toMs, latest)), limit: limit + 1, after: key)
+                    to: Date(unixMilliseconds: request.toMs == 0 ? latest : min(request.toMs, latest)),
+                    limit: limit + 1, after: key)
             }
         } catch {
             throw ProtocolError(error)

@@ -601,6 +601,8 @@ import Testing
                     $0.toMs = 5
                 }) == .invalid("query_deliveries.to_ms"))
         #expect(Self.verdict(Self.with(all) { $0.fromMs = .max }) == .invalid("query_deliveries.to_ms"))
+        // from_ms alone: "since", open to the end of time.
+        #expect(Self.verdict(Self.with(Pushrelay_V1_QueryDeliveries()) { $0.fromMs = 1_700_000_000_000 }) == .accepted)
     }
 
     @Test func queryDeliveriesLimitIsAtMost1000() {

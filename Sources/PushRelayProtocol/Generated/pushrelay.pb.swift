@@ -1033,7 +1033,8 @@ public nonisolated struct Pushrelay_V1_CancelJob: Sendable {
 }
 
 /// QUERY_DELIVERIES (kind 0x0022) -> QUERY_DELIVERIES_OK (kind 0x8022, DeliveryList).
-/// Exactly one of job_id, user_id, token, or a time range (from_ms and to_ms). By token: the attempts to that
+/// Exactly one of job_id, user_id, token, or a time range (from_ms and to_ms; to_ms 0: to the end of time, so
+/// from_ms alone asks for everything since). By token: the attempts to that
 /// token under every user it was registered to (now, or until unregistered within the retention).
 public nonisolated struct Pushrelay_V1_QueryDeliveries: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
