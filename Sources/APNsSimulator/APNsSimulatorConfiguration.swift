@@ -50,6 +50,10 @@ public struct APNsSimulatorKey: Sendable {
 public struct APNsSimulatorFaults: Sendable {
     /// Device tokens answered with 410 Unregistered, with the `timestamp` (milliseconds since 1970) to report.
     public var unregisteredTokens: [String: Int64] = [:]
+    /// Whether a token's first eight hex digits choose its answer (``ScriptedToken``), so that a client's tests can
+    /// meet every outcome through a relay on the simulator. On under `pushrelay serve --apns-simulator` and
+    /// `pushrelay apns-sim`.
+    public var scriptedTokens = false
     /// Probability (0...1) that a valid request is answered 429 TooManyRequests.
     public var rate429: Double = 0
     /// Probability (0...1) that a valid request is answered 500 InternalServerError.

@@ -291,6 +291,12 @@ final class SimulatorConnectionHandler: ChannelInboundHandler {
 
     /// The 410 of an unregistered device token, or a random 503, 500 or 429.
     private func injectFault(into answer: inout Answer, deviceToken: String?, faults: APNsSimulatorFaults) {
+        if faults.scriptedTokens, let deviceToken, let script = ScriptedToken(deviceToken) {
+            answer.status = script.reason.status ?? 400
+            answer.reason = script.reason
+            if script.reason == .unregistered { answer.timestamp = Int64(Date().timeIntervalSince1970 * 1000) }
+            return
+        }
         if let deviceToken, let timestamp = faults.unregisteredTokens[deviceToken] {
             answer.status = 410
             answer.reason = .unregistered

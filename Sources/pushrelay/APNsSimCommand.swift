@@ -134,6 +134,7 @@ struct APNsSimCommand: AsyncParsableCommand {
 
     private func makeFaults() throws -> APNsSimulatorFaults {
         var faults = APNsSimulatorFaults()
+        faults.scriptedTokens = true
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         for entry in unregistered {
             let parts = entry.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)

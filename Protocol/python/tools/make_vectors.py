@@ -151,7 +151,7 @@ def vectors() -> List[Dict[str, Any]]:
                 max_in_flight=128,
                 max_recipients=10_000,
                 idle_timeout_ms=300_000,
-                server="pushrelay/0.1.0",
+                server="pushrelay/1.0.0",
             ),
         ),
         valid("ping", "PING with a 64-bit nonce.", Kind.PING, 2, pb.Ping(nonce=0x0123456789ABCDEF)),
@@ -212,13 +212,14 @@ def vectors() -> List[Dict[str, Any]]:
         ),
         valid(
             "error_rate_limited",
-            "ERROR answering request 6: RATE_LIMITED, retry after 1500 ms.",
+            "ERROR answering request 6: RATE_LIMITED, a QUERY_DELIVERIES of 1,000 rows over the credential's request "
+            "limit, retry after 100 ms.",
             Kind.ERROR,
             6,
             pb.Error(
                 code=pb.RATE_LIMITED,
-                message="circl sends at most 500 notifications per second",
-                retry_after_ms=1500,
+                message="this credential's request limit is reached (the frame costs 100 tokens)",
+                retry_after_ms=100,
             ),
         ),
         valid(
