@@ -485,31 +485,13 @@ final class RelaySessionHandler: ChannelDuplexHandler {
         if flush { flushWrites(context: context) }
     }
 
-    /// Writes a request's answer; answers that complete in one event-loop turn go out in one flush
-    /// (``flushSoon(context:)``): a burst of a connection's answers costs one system call, not one each, and the
-    /// loop's other connections wait less behind it.
     func write(kind: FrameKind, requestID: UInt32, body: [UInt8]) {
         guard let context, state != .closed else { return }
         var buffer = context.channel.allocator.buffer(capacity: body.count + FrameHeader.size)
         encoder.encode(kind: kind, requestID: requestID, body: body, into: &buffer)
         context.write(wrapOutboundOut(buffer), promise: nil)
         unflushedWrites = true
-        flushSoon(context: context)
-    }
-
-    /// A flush is queued on the event loop, after the tasks queued now (other answers among them).
-    private var flushQueued = false
-
-    /// Flushes after the tasks already queued on the loop have run, once however many answers they write.
-    private func flushSoon(context: ChannelHandlerContext) {
-        guard !flushQueued, !batchingWrites else { return }
-        flushQueued = true
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.execute {
-            let (handler, context) = bound.value
-            handler.flushQueued = false
-            handler.flushWrites(context: context)
-        }
+        flushWrites(context: context)
     }
 
     /// Flushes what was written, unless buffered frames are being handled (their end flushes).
