@@ -33,6 +33,7 @@ REQUIRED=(
     "nghttp2-client|have h2load && have nghttp"
     "nghttp2-server|have nghttpd || [ -x /usr/sbin/nghttpd ]"
     "openssl|have openssl"
+    "tzdata|[ -f /usr/share/zoneinfo/tzdata.zi ]"   # the IANA names the time-zone rule is checked against
     "ca-certificates|[ -s /etc/ssl/certs/ca-certificates.crt ]"
     "python3|have python3"
     "python3-venv|python3 -c 'import ensurepip, venv' >/dev/null 2>&1"
