@@ -23,12 +23,15 @@ A victim tenant (familyportal, its own credential) measures its ack latency alon
 
 Every flood client conforms: it reads every answer, and a connection answered RATE_LIMITED (or UNAVAILABLE with
 a retry_after_ms) sends nothing more until that time has passed. Each flood runs in its own process, so the
-victim's timings do not share a Python interpreter with it.
+victim's timings do not share a Python interpreter with it, at niceness 10: in production an attacker's client
+runs on its own machine, and on this one its Python would otherwise take the relay's cores from the relay and the
+victim (what it sent is printed per phase).
 
 The victim, in each phase: rounds of HELLO (a fresh connection each: connect + HELLO until HELLO_OK), then on one
-long-lived connection PING, REGISTER_DEVICE (a new device), SEND (no wait) to one user and SEND(wait) to one
-registered device (the relay's in-process APNs simulator answers it); one request at a time, the rounds spread
-over the phase's window. A phase: the relay's idle CPU taken (0.5 s), the flood started and given its warm-up,
+long-lived connection --pings PINGs, REGISTER_DEVICE (a new device), SEND (no wait) to one user and SEND(wait)
+to one registered device (the relay's in-process APNs simulator answers it); one request at a time, the rounds
+spread over the phase's window. The victim is measured alone before the first flood and again after the last;
+the baseline is both alone phases' samples together. A phase: the relay's idle CPU taken (0.5 s), the flood started and given its warm-up,
 the victim's rounds while it runs (up to --rounds in the window; past it only up to a minimum, and never past a
 hard cap), the flood stopped, then the drain: the attacker's unfinished jobs cancelled (CANCEL_JOB, found in
 PostgreSQL), and a wait until no page of an unfinished job is open and the relay and PostgreSQL each use less than
@@ -36,9 +39,9 @@ PostgreSQL), and a wait until no page of an unfinished job is open and the relay
 start to its stop), and the CPU of the relay and of PostgreSQL (postmaster and children) is taken over the
 victim's rounds as a share of one core.
 
-  mode      rounds  window  hard cap  warm-up  request timeout  SEND(wait) timeout  drain cap
-  --quick   15      6 s     15 s      1.5 s    5 s              5 s                 20 s
-  full      100     40 s    150 s     2 s      15 s             20 s                120 s
+  mode      rounds  PINGs a round  window  hard cap  warm-up  request timeout  SEND(wait) timeout  drain cap
+  --quick   15      3              6 s     15 s      1.5 s    5 s              5 s                 20 s
+  full      300     5              40 s    150 s     2 s      15 s             20 s                120 s
 
 Output: a line per phase as it ends, then the table: per phase each victim operation's p50/p99 in ms and the
 p99's ratio to alone (xN), the relay's RSS peak and the phase's bound, the relay's and PostgreSQL's CPU, and
@@ -99,6 +102,8 @@ CONNECTION_BOUND_MIB = 22.0  # README's Limits: 6 MiB of buffers + 16 MiB of req
 IDLE_BOUND_KIB = 64.0        # README's headline target: relay memory per idle connection
 SEND_WAIT_LIMIT_MS = 1000.0  # issue 40: the victim's SEND(wait) to one device under 1 s
 RECOVERY_SECONDS = 120.0     # the relay must answer a HELLO again within this after the last flood
+ATTACKER_NICE = 10           # the flood processes' niceness (see start_flood)
+ALONE_NAMES = {"-": "alone", "=": "alone (end)"}  # the victim alone: before the first flood, after the last
 BUSY_PERCENT = 25.0          # a relay or PostgreSQL above this share of a core is not drained yet
 
 
@@ -737,10 +742,13 @@ class Victim:
                 raise SystemExit(f"noisy-neighbour: setup: REGISTER_DEVICE {user} -> {sample.status}")
             self.pool.append(user)
 
-    def round(self, seq: str, results: Dict[str, List[Sample]], stop: Callable[[], bool] = lambda: False) -> None:
-        """One request of each kind, one at a time; `stop` is asked before each (the phase's hard cap)."""
-        for op, run in (("HELLO", self.hello), ("PING", self.ping), ("REGISTER", lambda: self.register(f"fp-r{seq}")),
-                        ("SEND", lambda: self.send(False)), ("SEND(wait)", lambda: self.send(True))):
+    def round(self, seq: str, results: Dict[str, List[Sample]], pings: int,
+              stop: Callable[[], bool] = lambda: False) -> None:
+        """One request of each kind (`pings` PINGs), one at a time; `stop` is asked before each (the hard cap)."""
+        steps = [("HELLO", self.hello)] + [("PING", self.ping)] * pings + [
+            ("REGISTER", lambda: self.register(f"fp-r{seq}")), ("SEND", lambda: self.send(False)),
+            ("SEND(wait)", lambda: self.send(True))]
+        for op, run in steps:
             if stop():
                 return
             results[op].append(run())
@@ -794,7 +802,8 @@ class Bench:
         self.sampler = RssSampler(self.relay_pid)
         self.phases: List[Phase] = []
         self.quick = args.quick
-        self.rounds = args.rounds or (15 if self.quick else 100)
+        self.rounds = args.rounds or (15 if self.quick else 300)
+        self.pings = args.pings or (3 if self.quick else 5)
         self.min_rounds = 3 if self.quick else 5
         # The rounds are spread over the window (one every window/rounds seconds); past it, rounds go on only up
         # to min_rounds, and never past the hard cap (a flood that makes every request time out).
@@ -931,7 +940,7 @@ class Bench:
                 break
             if elapsed < rounds * interval:
                 time.sleep(rounds * interval - elapsed)
-            self.victim.round(f"{phase.key}{rounds:03d}", phase.samples, over_cap)
+            self.victim.round(f"{phase.key}{rounds:03d}", phase.samples, self.pings, over_cap)
             rounds += 1
             phase.rounds = rounds
             if not self.relay_alive():
@@ -946,7 +955,10 @@ class Bench:
                 "--users-prefix", self.args.users_prefix, "--users", str(self.args.users)]
         if self.quick:
             argv.append("--quick")
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        # At a lower CPU priority: in production the attacker's client runs on its own machine, and here its
+        # Python would otherwise take the relay's cores (2 on this machine) from it and from the victim.
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,
+                                 preexec_fn=lambda: os.nice(ATTACKER_NICE))
         line = child.stdout.readline()  # READY, or FLOOD-ERROR and the end (the child says READY within 60 s)
         if not line.startswith("READY"):
             child.kill()
@@ -966,8 +978,8 @@ class Bench:
                 return json.loads(line[6:])
         raise RuntimeError(f"flood {spec.name} ended without its figures (exit {child.returncode}): {out[-300:]}")
 
-    def run_phase(self, spec: Optional[FloodSpec]) -> Phase:
-        phase = Phase(spec.key if spec else "-", spec.name if spec else "alone",
+    def run_phase(self, spec: Optional[FloodSpec], alone_key: str = "-") -> Phase:
+        phase = Phase(spec.key if spec else alone_key, spec.name if spec else ALONE_NAMES[alone_key],
                       spec.what if spec else "the victim alone")
         say(f"noisy-neighbour: phase {phase.key} {phase.name}: {phase.what}")
         before = Window(self.relay_pid, self.pg_pid_file)
@@ -1000,6 +1012,7 @@ class Bench:
         return phase
 
     def judge(self, alone: Phase, phase: Phase) -> None:
+        """`alone` is the baseline (both alone phases' samples); an alone phase is judged on failures only."""
         args = self.args
         for op in OPS:
             failed = phase.failed(op)
@@ -1012,15 +1025,15 @@ class Bench:
             if not phase.samples[op]:
                 phase.misses.append(f"{op}: no sample")
                 continue
-            if phase is not alone:
+            if phase.key not in ALONE_NAMES:
                 base = max(alone.p(op, 99), args.floor_ms)
                 ratio = phase.p(op, 99) / base if base > 0 else math.inf
                 if ratio > args.ratio:
                     phase.misses.append(f"{op} p99 {phase.p(op, 99):.1f} ms = {ratio:.1f} x alone")
         if phase.p("SEND(wait)", 99) >= SEND_WAIT_LIMIT_MS:
             phase.misses.append(f"SEND(wait) p99 {phase.p('SEND(wait)', 99):.0f} ms >= {SEND_WAIT_LIMIT_MS:.0f} ms")
-        if phase is not alone:
-            phase.rss_bound_kib = (alone.rss_peak_kib + args.rss_slack_mib * 1024 +
+        if phase.key not in ALONE_NAMES:
+            phase.rss_bound_kib = (self.phases[0].rss_peak_kib + args.rss_slack_mib * 1024 +
                                    phase.attacker_conns * CONNECTION_BOUND_MIB * 1024 +
                                    phase.idle_conns * IDLE_BOUND_KIB)
             if phase.rss_peak_kib > phase.rss_bound_kib:
@@ -1028,26 +1041,36 @@ class Bench:
                                     f"{phase.rss_bound_kib / 1024:.0f} MiB")
         phase.held = not phase.misses
 
+    def baseline(self) -> Phase:
+        """Every alone phase's samples together: what each flood's p99 is compared with."""
+        pooled = Phase("-", "alone", "the victim alone")
+        for phase in self.phases:
+            if phase.key in ALONE_NAMES:
+                for op in OPS:
+                    pooled.samples[op] += phase.samples[op]
+        return pooled
+
     # -- the report --
     def cell(self, alone: Phase, phase: Phase, op: str) -> str:
         if not phase.samples[op]:
             return "-"
         p50, p99 = phase.p(op, 50), phase.p(op, 99)
         mark = "!" if phase.failed(op) else ""
-        if phase is alone:
+        if phase.key in ALONE_NAMES:
             return f"{fmt_ms(p50)}/{fmt_ms(p99)}{mark}"
         base = max(alone.p(op, 99), self.args.floor_ms)
         ratio = p99 / base if base > 0 else math.inf
         return f"{fmt_ms(p50)}/{fmt_ms(p99)}{mark} x{fmt_ratio(ratio)}"
 
     def report(self, header: List[str]) -> List[str]:
-        alone = self.phases[0]
+        alone = self.baseline()
         lines = list(header)
         widths = [20] + [21] * len(OPS) + [16, 6, 7, 6]
         titles = ["phase"] + [f"{op} p50/p99 xN" for op in OPS] + ["RSS peak/bound", "CPU%", "db CPU%", "target"]
         lines.append("  ".join(t.ljust(w) for t, w in zip(titles, widths)).rstrip())
         for phase in self.phases:
-            name = (f"{phase.key} {phase.name}" if phase.key != "-" else "alone") + ("*" if phase.busy_before else "")
+            name = (f"{phase.key} {phase.name}" if phase.key not in ALONE_NAMES else phase.name) + (
+                "*" if phase.busy_before else "")
             rss = f"{phase.rss_peak_kib / 1024:.0f}" + (f"/{phase.rss_bound_kib / 1024:.0f} MiB"
                                                          if phase.rss_bound_kib else " MiB")
             cells = [name] + [self.cell(alone, phase, op) for op in OPS] + [
@@ -1059,7 +1082,7 @@ class Bench:
         lines.append("")
         lines.append("per phase: victim samples, the attacker's answers, the misses")
         for phase in self.phases:
-            name = f"{phase.key} {phase.name}" if phase.key != "-" else "alone"
+            name = f"{phase.key} {phase.name}" if phase.key not in ALONE_NAMES else phase.name
             parts = [f"{phase.rounds} victim rounds in {phase.wall:.1f}s" +
                      (f" (stopped at the {self.hard_cap:g}s cap)" if phase.capped else "")
                      + f"; before it the relay used {phase.cpu_before:.0f}% CPU, db {phase.pg_cpu_before:.0f}%, "
@@ -1093,40 +1116,41 @@ class Bench:
     def run(self) -> int:
         args = self.args
         self.sampler.start()
-        held_phases = 0
         say(f"noisy-neighbour: victim {args.victim_tenant}, attacker {args.attacker_tenant}, relay pid {self.relay_pid} "
             f"at {args.address}; {'quick' if self.quick else 'full'}: up to {self.rounds} rounds per phase "
             f"(at least {self.min_rounds}, {self.window:g}s window), warm-up {self.warmup:g}s")
         self.victim.setup(args.pool)
         warm: Dict[str, List[Sample]] = {op: [] for op in OPS}
         for i in range(5):
-            self.victim.round(f"w{i}", warm)  # first connections, pools and caches: not measured
+            self.victim.round(f"w{i}", warm, self.pings)  # first connections, pools and caches: not measured
         self.settle(time.monotonic() + 20)
         specs = flood_specs(self.quick)
         if args.only:
             specs = [s for s in specs if s.key in args.only.split(",") or s.name in args.only.split(",")]
-        plan: List[Optional[FloodSpec]] = [None] + specs
-        for spec in plan:
+        # The victim alone before the first flood and again after the last: the baseline is both together, so
+        # that neither a cold start nor a relay grown over the run sets it alone.
+        plan: List[Tuple[Optional[FloodSpec], str]] = [(None, "-")] + [(s, "") for s in specs] + [(None, "=")]
+        for spec, alone_key in plan:
             if self.relay_dead:
                 break
             try:
-                phase = self.run_phase(spec)
+                phase = self.run_phase(spec, alone_key)
             except (RuntimeError, OSError) as error:
-                self.harness_errors.append(f"phase {spec.name if spec else 'alone'}: {error}")
+                self.harness_errors.append(f"phase {spec.name if spec else ALONE_NAMES[alone_key]}: {error}")
                 if not self.relay_alive():
                     self.relay_dead = f"the relay (pid {self.relay_pid}) died"
                 break
             self.phases.append(phase)
-            self.judge(self.phases[0], phase)
             say(f"noisy-neighbour:   {phase.name}: " + ", ".join(
                 f"{op} {fmt_ms(phase.p(op, 50))}/{fmt_ms(phase.p(op, 99))}" for op in OPS)
-                + f" ms; RSS peak {phase.rss_peak_kib / 1024:.0f} MiB, CPU {phase.cpu:.0f}%, db {phase.pg_cpu:.0f}%"
-                + ("" if phase.held else " -- missed: " + "; ".join(phase.misses)))
-            if phase.held:
-                held_phases += 1
+                + f" ms; RSS peak {phase.rss_peak_kib / 1024:.0f} MiB, CPU {phase.cpu:.0f}%, db {phase.pg_cpu:.0f}%")
             if spec is None and any(len(phase.failed(op)) == len(phase.samples[op]) for op in OPS):
-                self.harness_errors.append("the victim could not work alone: " + "; ".join(phase.misses))
+                self.harness_errors.append(f"the victim could not work {phase.name}")
                 break
+        baseline = self.baseline()
+        for phase in self.phases:
+            self.judge(baseline, phase)
+        held_phases = sum(1 for phase in self.phases if phase.held)
         self.sampler.stopping.set()
         if not self.relay_dead and self.relay_alive():
             # Alive; it must also answer again once the last flood's work is done (a busy relay is a missed
@@ -1150,7 +1174,7 @@ class Bench:
                   f"{'--quick' if self.quick else 'full'}: up to {self.rounds} rounds per phase, at least "
                   f"{self.min_rounds}, window {self.window:g}s after a {self.warmup:g}s warm-up",
                   "# cells: p50/p99 ms (nearest rank: with fewer than 100 samples the p99 is the largest) and xN = "
-                  "p99 / p99 alone; ! = a request failed (ERROR, timeout)",
+                  "p99 / p99 alone (both alone phases' samples); ! = a request failed (ERROR, timeout)",
                   f"# target per flood: every p99 <= {args.ratio:g} x alone"
                   + (f" (alone taken as at least {args.floor_ms:g} ms)" if args.floor_ms else "")
                   + f", no failed request, SEND(wait) p99 < {SEND_WAIT_LIMIT_MS:.0f} ms, RSS peak <= bound "
@@ -1158,8 +1182,9 @@ class Bench:
                   f"+ {IDLE_BOUND_KIB:g} KiB per idle one)",
                   "# CPU% = relay (its in-process APNs simulator included), db CPU% = PostgreSQL, as % of one core "
                   "during the victim's rounds",
-                  "# victim rounds: HELLO on a fresh connection; PING, REGISTER (a new device), SEND to one user, "
-                  "SEND(wait) to one device on one long-lived connection",
+                  f"# victim rounds: HELLO on a fresh connection; {self.pings} PINGs, REGISTER (a new device), SEND to "
+                  "one user, SEND(wait) to one device on one long-lived connection; the attacker's processes at "
+                  f"niceness {ATTACKER_NICE}",
                   "# floods (the attacker's own credential, within the documented limits, RATE_LIMITED honoured): "
                   + "; ".join(f"{s.key} {s.what}" for s in specs), ""]
         lines = self.report(header) if self.phases else list(header)
@@ -1217,7 +1242,8 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=10000)
     parser.add_argument("--pool", type=int, default=128, help="victim users SEND goes to (one device each)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds and shorter phases (CI's log)")
-    parser.add_argument("--rounds", type=int, default=0, help="victim rounds per phase (default 15 quick, 100 full)")
+    parser.add_argument("--rounds", type=int, default=0, help="victim rounds per phase (default 15 quick, 300 full)")
+    parser.add_argument("--pings", type=int, default=0, help="victim PINGs per round (default 3 quick, 5 full)")
     parser.add_argument("--window", type=float, default=0, help="seconds of rounds per phase (default 8 / 40)")
     parser.add_argument("--warmup", type=float, default=None, help="seconds between a flood's start and the rounds")
     parser.add_argument("--only", default="", help="comma-separated floods (a..i or names) after the alone phase")
