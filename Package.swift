@@ -11,12 +11,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "APNs", targets: ["APNs"]),
-        .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
-        .library(name: "EmbeddedPostgres", targets: ["EmbeddedPostgres"]),
-        .library(name: "RelayStore", targets: ["RelayStore"]),
         .library(name: "PushRelayProtocol", targets: ["PushRelayProtocol"]),
         .library(name: "PushRelayClient", targets: ["PushRelayClient"]),
-        .library(name: "RelayServer", targets: ["RelayServer"]),
         .executable(name: "pushrelay", targets: ["pushrelay"]),
     ],
     dependencies: [
@@ -76,7 +72,6 @@ let package = Package(
         .target(
             name: "RelayStore",
             dependencies: [
-                "APNs",
                 "EmbeddedPostgres",
                 "PushRelayProtocol",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -120,6 +115,7 @@ let package = Package(
                 "APNs",
                 "PushRelayProtocol",
                 "RelayStore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

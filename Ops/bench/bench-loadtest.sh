@@ -8,7 +8,7 @@
 # then the scaling steps: fan-outs of 10,000, 100,000 and 1,000,000 devices, each to a whole topic of
 # its own tenant (the 10,000 one, a fraction of a second, five times: its figures are the run of median time,
 # and every run's share is printed), everything on this machine (relay, simulator, PostgreSQL, load generator). Prints the
-# report, then the figures against the targets of issue 6 and the ratios between the steps. The report is
+# report, then the figures against the load-test targets and the ratios between the steps. The report is
 # written to Ops/results/ (loadtest-report.json, .txt, .svg: meant to be committed).
 #
 # Environment:
@@ -46,7 +46,7 @@ python3 - "$RESULTS/loadtest-report.json" "$commit" <<'PY' | tee "$RESULTS/loadt
 import json, sys
 
 report = json.load(open(sys.argv[1]))
-print(f"\n# figures against issue 6's targets (commit {sys.argv[2]}, {report['date']}, {report['machine']})")
+print(f"\n# figures against the load-test targets (commit {sys.argv[2]}, {report['date']}, {report['machine']})")
 engine = (report.get("engine_baseline") or {}).get("notifications_per_second", 0)
 fan_outs = report["fan_outs"]
 def line(name, value, target, met):

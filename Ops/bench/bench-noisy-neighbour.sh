@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Ops/bench/bench-noisy-neighbour.sh: the noisy-neighbour benchmark (issue 40, item 6): a victim tenant's ack
-# latency measured alone and while an attacker tenant floods the relay each way issue 40 lists, in one run.
+# Ops/bench/bench-noisy-neighbour.sh: the noisy-neighbour benchmark: a victim tenant's ack
+# latency measured alone and while an attacker tenant floods the relay each way a tenant can within the limits, in one run.
 #
-#   bash Ops/bench/bench-noisy-neighbour.sh            # full: 100 rounds per phase (about 10-15 minutes)
+#   bash Ops/bench/bench-noisy-neighbour.sh            # full: 300 rounds per phase (about 10-15 minutes)
 #   bash Ops/bench/bench-noisy-neighbour.sh --quick    # 15 rounds per phase, shorter floods (2-4 minutes; CI's log)
 #   bash Ops/bench/bench-noisy-neighbour.sh --write    # also write Ops/results/noisy-neighbour-latest.txt
 #   bash Ops/bench/bench-noisy-neighbour.sh --check    # exit 1 when a phase missed the target
@@ -21,7 +21,8 @@
 #   4. Ops/bench/noisy_neighbour.py: the victim registers its devices, measures alone, then during each flood in
 #      turn (a: a job backlog, b: SEND(wait)s in flight, c: SENDs to 10,000 users, d: heavy reads, e: registrations,
 #      i: 2,000 idle connections, f: inflating frames, g: inflating PINGs, h: SENDs of ~2.1 million loc_args), each
-#      flood stopped and the relay drained before the next; then the relay must answer a HELLO again (within 120 s).
+#      flood stopped and the relay drained before the next, then alone again; then the relay must answer a HELLO again
+#      (within 120 s).
 #      Its docstring says each flood, the phases' timing and the target
 #   5. SIGTERM to the relay (it must exit 0); the embedded PostgreSQL is stopped
 #
@@ -143,7 +144,7 @@ fl_psql "INSERT INTO devices (tenant_id, slot, user_id, token, platform, environ
                FROM generate_series(0, $USERS - 1) AS i) AS d" >/dev/null
 fl_psql "SELECT pushrelay_ensure_delivery_partition((now() AT TIME ZONE 'UTC')::date - k) FROM generate_series(0, 2) AS k" \
     >/dev/null
-fl_psql "INSERT INTO deliveries (tenant_id, job_id, user_id, token, apns_id, outcome, attempt, sent_at, answered_at,
+fl_psql "INSERT INTO deliveries (tenant_id, job_id, user_id, token, provider_message_id, outcome, attempt, sent_at, answered_at,
                                  latency_ms, notification_type)
          SELECT tenant, md5(tenant || (i / 1000))::uuid::text, user_id,
                 encode(sha256(convert_to(user_id, 'UTF8')), 'hex'), md5(i::text)::uuid::text, 'delivered', 1,

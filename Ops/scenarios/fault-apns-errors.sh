@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ops/scenarios/fault-apns-errors.sh (issue 7, point 6): a fan-out while APNs (the simulator) fails: ~5% of the
+# Ops/scenarios/fault-apns-errors.sh: a fan-out while APNs (the simulator) fails: ~5% of the
 # requests answered 500 or 503, REFUSED_STREAM every 50th stream, and per connection either GOAWAY after
 # 100 requests or the TCP connection dropped after 100 requests. Nothing accepted is lost: every device
 # ends with exactly one delivery row with a final outcome, delivered + failed = accepted, the delivered

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ops/scenarios/fault-node-killed.sh (issue 7, point 10): three relays on one PostgreSQL behind HAProxy (as
+# Ops/scenarios/fault-node-killed.sh: three relays on one PostgreSQL behind HAProxy (as
 # Ops/scenarios/three-relays.sh), one of them killed with SIGKILL in the middle of a fan-out: the other two finish
 # it once the killed relay's page leases (30 s) run out. Nothing accepted is lost.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ops/scenarios/fault-postgres-restart.sh (issue 7, point 7): the embedded PostgreSQL stopped and started again
+# Ops/scenarios/fault-postgres-restart.sh: the embedded PostgreSQL stopped and started again
 # (pg_ctl, as the cluster's owner) while a fan-out runs and while a backend keeps sending: the relay
 # reconnects by itself; sends made during the outage either wait (answered late) or get a typed error;
 # nothing acknowledged is lost: every acknowledged job completes and every device is recorded.

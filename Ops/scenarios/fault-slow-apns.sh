@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ops/scenarios/fault-slow-apns.sh (issue 7, point 9): APNs (the simulator) answering every request after 500 ms
+# Ops/scenarios/fault-slow-apns.sh: APNs (the simulator) answering every request after 500 ms
 # during a fan-out, while a backend floods the relay with sends that wait for their outcome: the relay's
 # memory stays bounded (VmRSS sampled), the APNs streams in flight stay bounded, and the back-pressure
 # reaches the backend (the relay stops reading a connection at --max-in-flight requests, so the backend's

@@ -27,7 +27,7 @@
 #      relays behind HAProxy, the tenant's rate shared)
 #   8. Ops/scenarios/smoke-loadtest.sh: `pushrelay loadtest` with a few thousand devices; its report is checked for
 #      completeness and consistency (every accepted notification accounted for), not for speed
-#   9. the fault runs of issue 7, small: Ops/scenarios/fault-apns-errors.sh (500/503, GOAWAY, dropped connections,
+#   9. the fault runs, small: Ops/scenarios/fault-apns-errors.sh (500/503, GOAWAY, dropped connections,
 #      refused streams; 3,000 devices), Ops/scenarios/fault-postgres-restart.sh (PostgreSQL restarted during a
 #      fan-out and single sends), Ops/scenarios/fault-slow-apns.sh (APNs at 500 ms: RSS, back-pressure; 3,000
 #      devices) and Ops/scenarios/fault-node-killed.sh (one of three relays killed; 3,000 devices), each printing
@@ -36,7 +36,7 @@
 #      fan-out, the relay restarted during the outage: every notification held, then delivered, none lost, with
 #      its accounting) and Ops/scenarios/silent-failures.sh (a wrong key id, a tenant without a key, a wrong master
 #      key: each in /status, a metric, a log line and an alert fired by a real Prometheus)
-#  11. Ops/bench/bench-noisy-neighbour.sh --quick: the noisy-neighbour figures (issue 40) in the log; a missed target
+#  11. Ops/bench/bench-noisy-neighbour.sh --quick: the noisy-neighbour figures in the log; a missed target
 #      does not fail the run, a relay that crashes or stops answering does
 #
 # Environment:
@@ -188,7 +188,7 @@ step="smoke-loadtest"
 log "Ops/scenarios/smoke-loadtest.sh"
 bash "$ROOT/Ops/scenarios/smoke-loadtest.sh" "$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
 
-# --- 9. the fault runs of issue 7, small ----------------------------------------------------------
+# --- 9. the fault runs, small -----------------------------------------------------------------
 bin="$(swift build "${scratch[@]}" --show-bin-path)/pushrelay"
 step="fault-apns-errors"
 log "Ops/scenarios/fault-apns-errors.sh"

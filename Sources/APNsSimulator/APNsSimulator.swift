@@ -1,5 +1,5 @@
 import NIOConcurrencyHelpers
-public import NIOCore
+package import NIOCore
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
@@ -16,13 +16,13 @@ import NIOSSL
 ///
 /// TLS uses a server certificate for `localhost`, 127.0.0.1 and ::1 (and the bound host) issued by the
 /// simulator's CA; clients trust ``caFile``.
-public final class APNsSimulator: Sendable {
+package final class APNsSimulator: Sendable {
     /// The TCP port the simulator listens on.
-    public let port: Int
+    package let port: Int
     /// The address the simulator is bound to.
-    public let host: String
+    package let host: String
     /// The PEM file of the simulator's CA certificate, for clients to trust.
-    public var caFile: String { authority.caFile }
+    package var caFile: String { authority.caFile }
 
     private let core: SimulatorCore
     private let authority: SimulatorCertificateAuthority
@@ -42,7 +42,7 @@ public final class APNsSimulator: Sendable {
     }
 
     /// Makes or loads the CA, then listens on `configuration.host` and `configuration.port` on `group`.
-    public static func start(
+    package static func start(
         configuration: APNsSimulatorConfiguration, group: any EventLoopGroup
     ) async throws -> APNsSimulator {
         let authority = try SimulatorCertificateAuthority.loadOrCreate(in: configuration.certificateDirectory)
@@ -94,7 +94,7 @@ public final class APNsSimulator: Sendable {
     }
 
     /// Stops listening, closes every connection abruptly, and closes the request log.
-    public func shutdown() async throws {
+    package func shutdown() async throws {
         try await serverChannel.close()
         await connections.closeAll()
         try core.close()
@@ -102,30 +102,30 @@ public final class APNsSimulator: Sendable {
 
     /// A client certificate and key (PEM) for certificate-based authentication to `topic`, signed by the
     /// simulator's CA: subject UID = `topic`, CN = "Apple Push Services: `topic`".
-    public func issueClientCertificate(topic: String) throws -> (certificatePEM: String, privateKeyPEM: String) {
+    package func issueClientCertificate(topic: String) throws -> (certificatePEM: String, privateKeyPEM: String) {
         try authority.issueClientCertificate(topic: topic)
     }
 
     /// The faults in force.
-    public var faults: APNsSimulatorFaults { core.faults }
+    package var faults: APNsSimulatorFaults { core.faults }
 
     /// Changes the faults; connections apply the change from their next read.
-    public func updateFaults(_ update: (inout APNsSimulatorFaults) -> Void) {
+    package func updateFaults(_ update: (inout APNsSimulatorFaults) -> Void) {
         core.updateFaults(update)
     }
 
     /// The statistics so far.
-    public func statistics() -> APNsSimulatorStatistics {
+    package func statistics() -> APNsSimulatorStatistics {
         core.statistics
     }
 
     /// The recorded requests, oldest first (empty unless ``APNsSimulatorConfiguration/recordRequests``).
-    public func receivedRequests() -> [APNsSimulatorRequest] {
+    package func receivedRequests() -> [APNsSimulatorRequest] {
         core.recordedRequests
     }
 
     /// Forgets the statistics and recorded requests.
-    public func reset() {
+    package func reset() {
         core.reset()
     }
 

@@ -1,5 +1,5 @@
 import Foundation
-public import Logging
+package import Logging
 import PostgresNIO
 
 #if canImport(Glibc)
@@ -24,27 +24,27 @@ import PostgresNIO
 /// `stop()`. The handle that started the server stops it only when it can take `<folder>.users` exclusively,
 /// that is when no other handle still uses the server; otherwise it leaves it running. The kernel drops
 /// both locks when a process dies.
-public actor EmbeddedPostgres {
+package actor EmbeddedPostgres {
     /// The data folder used when none is given, relative to the working directory.
-    public static let defaultDataFolder = ".pushrelay/pg"
+    package static let defaultDataFolder = ".pushrelay/pg"
 
     /// How to reach a running embedded server.
-    public struct Endpoint: Sendable, Hashable {
+    package struct Endpoint: Sendable, Hashable {
         /// The folder holding the server's unix socket.
-        public var socketDirectory: String
+        package var socketDirectory: String
         /// The port number, which names the socket file.
-        public var port: Int
+        package var port: Int
         /// The superuser created by `initdb`.
-        public var username: String
+        package var username: String
         /// The database the relay uses.
-        public var database: String
+        package var database: String
 
         /// The socket file itself: `<socketDirectory>/.s.PGSQL.<port>`.
-        public var socketPath: String { "\(socketDirectory)/.s.PGSQL.\(port)" }
+        package var socketPath: String { "\(socketDirectory)/.s.PGSQL.\(port)" }
     }
 
     /// What `start()` did.
-    public enum StartOutcome: Sendable, Hashable {
+    package enum StartOutcome: Sendable, Hashable {
         /// The folder had no cluster: `initdb` made one, then it was started.
         case created
         /// The cluster existed and was stopped; it was started.
@@ -54,11 +54,11 @@ public actor EmbeddedPostgres {
     }
 
     /// The absolute path of the cluster's data folder.
-    public nonisolated let dataFolder: String
+    package nonisolated let dataFolder: String
     /// The superuser name given to `initdb`.
-    public nonisolated let superuser: String
+    package nonisolated let superuser: String
     /// The database created for the relay.
-    public nonisolated let database: String
+    package nonisolated let database: String
 
     private let logger: Logger
     private var startedHere = false
@@ -68,9 +68,9 @@ public actor EmbeddedPostgres {
 
     /// The lock file held exclusively while the cluster is created, started or stopped: beside the data folder,
     /// since `initdb` wants the folder itself empty.
-    public nonisolated var setupLockPath: String { dataFolder + ".lock" }
+    package nonisolated var setupLockPath: String { dataFolder + ".lock" }
     /// The lock file every handle using the server holds shared.
-    public nonisolated var usersLockPath: String { dataFolder + ".users" }
+    package nonisolated var usersLockPath: String { dataFolder + ".users" }
     /// How long `start()` and `stop()` wait for another process creating, starting or stopping the cluster.
     static let lockTimeout: Duration = .seconds(300)
 
@@ -85,7 +85,7 @@ public actor EmbeddedPostgres {
     ///   - superuser: The superuser name for a new cluster.
     ///   - database: The database to create in it and connect to.
     ///   - logger: Where to log what happens to the cluster.
-    public init(
+    package init(
         dataFolder: String = EmbeddedPostgres.defaultDataFolder,
         superuser: String = "pushrelay",
         database: String = "pushrelay",
@@ -108,17 +108,17 @@ public actor EmbeddedPostgres {
     }
 
     /// How to reach the server, once `start()` has succeeded (until `stop()`).
-    public var endpoint: Endpoint? { currentEndpoint }
+    package var endpoint: Endpoint? { currentEndpoint }
 
     /// Whether this instance started the server (and so will stop it).
-    public var isStartedHere: Bool { startedHere }
+    package var isStartedHere: Bool { startedHere }
 
     /// Creates the cluster if needed and starts it, or reuses the server already running on it.
     ///
     /// Returns once the server accepts connections and the relay's database exists. While another process (or
     /// handle) creates, starts or stops the cluster in the same folder, waits for it (up to five minutes).
     @discardableResult
-    public func start() async throws(EmbeddedPostgresError) -> StartOutcome {
+    package func start() async throws(EmbeddedPostgresError) -> StartOutcome {
         if currentEndpoint != nil {
             return .reused
         }
@@ -168,7 +168,7 @@ public actor EmbeddedPostgres {
 
     /// Stops the server with `pg_ctl stop -m fast` if this instance started it and no other handle (in this
     /// process or another) still uses it; otherwise leaves it running. Either way this handle is done with it.
-    public func stop() async throws(EmbeddedPostgresError) {
+    package func stop() async throws(EmbeddedPostgresError) {
         guard startedHere else {
             releaseUsersLock()
             currentEndpoint = nil
@@ -194,7 +194,7 @@ public actor EmbeddedPostgres {
     }
 
     /// Whether a server is running on this cluster (`pg_ctl status`: a live postmaster.pid).
-    public func isRunning() async throws(EmbeddedPostgresError) -> Bool {
+    package func isRunning() async throws(EmbeddedPostgresError) -> Bool {
         guard FileManager.default.fileExists(atPath: dataFolder + "/PG_VERSION") else {
             return false
         }
@@ -270,7 +270,7 @@ public actor EmbeddedPostgres {
     /// The folder holding the highest installed PostgreSQL version's binaries.
     ///
     /// Looks in `/usr/lib/postgresql/<version>/bin` (Debian and Ubuntu).
-    public static func findBinaries() throws(EmbeddedPostgresError) -> String {
+    package static func findBinaries() throws(EmbeddedPostgresError) -> String {
         let root = "/usr/lib/postgresql"
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
         let ordered = versions.compactMap { name -> (version: [Int], name: String)? in

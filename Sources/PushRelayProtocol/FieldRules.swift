@@ -9,8 +9,6 @@ public enum FieldRules {
     public static let maximumIDBytes = 200
     /// Longest `apns-collapse-id`, in UTF-8 bytes (APNs' limit).
     public static let maximumCollapseIDBytes = 64
-    /// Number of hex digits a device token has.
-    public static let tokenHexDigits = 64...200
     /// Latest time a `*_ms` field may name: 9999-12-31T23:59:59.999Z, the end of PostgreSQL's and
     /// Foundation's shared calendar range.
     public static let latestMilliseconds: Int64 = 253_402_300_799_999
@@ -121,16 +119,16 @@ public struct FieldChecker: Sendable {
         guard !value.utf8.contains(0) else { throw fail(field, "\(field) may not contain NUL") }
     }
 
-    /// A device token: 64 to 200 hex digits, an even number of them, either case.
-    public func token(_ value: String, _ field: String) throws(ProtocolError) {
-        let bytes = value.utf8
-        guard FieldRules.tokenHexDigits.contains(bytes.count), bytes.count % 2 == 0 else {
-            throw fail(field, "a device token is an even number of hex digits from 64 to 200, not \(bytes.count)")
+    /// A device token of `provider` (``PushProvider/storedToken(_:)``), or of any provider when the request does not
+    /// name one (``PushProvider/checkAnyToken(_:)``).
+    public func token(_ value: String, _ field: String, provider: PushProvider? = nil) throws(ProtocolError) {
+        let refusal: TokenRefusal?
+        if let provider {
+            if case .failure(let failure) = provider.storedToken(value) { refusal = failure } else { refusal = nil }
+        } else {
+            refusal = PushProvider.checkAnyToken(value)
         }
-        let isHex = bytes.allSatisfy { byte in
-            byte &- UInt8(ascii: "0") < 10 || (byte | 0x20) &- UInt8(ascii: "a") < 6
-        }
-        guard isHex else { throw fail(field, "a device token is hex digits only") }
+        if let refusal { throw fail(field, refusal.message) }
     }
 
     /// A name of the IANA time zone database, canonical or a link (``FieldRules/timeZoneNames``: `Europe/Berlin`,

@@ -35,7 +35,7 @@ extension Pushrelay_V1_RegisterDevice {
             [
                 1: .once("user_id"), 2: .once("token"), 3: .once("platform"), 4: .once("environment", .varint),
                 5: .once("device_id"), 6: .once("app_version"), 7: .once("locale"), 8: .once("time_zone"),
-                9: .many("topics", FieldRules.maximumListCount),
+                9: .many("topics", FieldRules.maximumListCount), 10: .once("provider"),
             ])
     }
 }

@@ -67,11 +67,17 @@ extension Pushrelay_V1_RegisterDevice: ValidatedRequest {
         let check = FieldChecker("register_device")
         try check.count(topics.count, "topics", maximum: FieldRules.maximumListCount)
         try check.id(userID, "user_id")
-        try check.token(token, "token")
-        try check.id(platform, "platform", maximumBytes: 32)
+        let provider = PushProvider(wireName: self.provider)
         try check.require(
-            environment == .production || environment == .sandbox, "environment",
-            "environment is PRODUCTION or SANDBOX")
+            provider.isWellFormed, "provider",
+            "a provider is 1 to \(PushProvider.maximumNameBytes) bytes of a-z, 0-9 and _ (apns, fcm, webpush)")
+        try check.token(token, "token", provider: provider)
+        try check.id(platform, "platform", maximumBytes: 32)
+        if provider == .apns {
+            try check.require(
+                environment == .production || environment == .sandbox, "environment",
+                "environment is PRODUCTION or SANDBOX")
+        }
         try check.id(deviceID, "device_id", required: false)
         try check.id(appVersion, "app_version", required: false, maximumBytes: 64)
         try check.id(locale, "locale", required: false, maximumBytes: 64)

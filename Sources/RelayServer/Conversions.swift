@@ -1,4 +1,3 @@
-import APNs
 import Foundation
 import PushRelayProtocol
 import RelayStore
@@ -15,12 +14,12 @@ extension Date {
 
 extension Pushrelay_V1_Environment {
     /// The wire value for an APNs environment.
-    init(_ environment: APNsEnvironment) {
+    init(_ environment: TenantConfiguration.Environment) {
         self = environment == .production ? .production : .sandbox
     }
 
     /// The APNs environment, or `nil` when unspecified.
-    var apns: APNsEnvironment? {
+    var apns: TenantConfiguration.Environment? {
         switch self {
         case .production: .production
         case .sandbox: .development
@@ -29,7 +28,7 @@ extension Pushrelay_V1_Environment {
     }
 }
 
-extension APNsEnvironment {
+extension TenantConfiguration.Environment {
     /// The environment as the wire's enum names it: `PRODUCTION` or `SANDBOX`.
     var wireName: String { self == .production ? "PRODUCTION" : "SANDBOX" }
 }
@@ -40,8 +39,9 @@ extension Pushrelay_V1_Device {
         self.init()
         userID = record.userID
         token = record.token
+        provider = record.provider.rawValue
         platform = record.platform
-        environment = .init(record.environment)
+        environment = record.provider == .apns ? .init(record.environment) : .unspecified
         deviceID = record.deviceID ?? ""
         appVersion = record.appVersion ?? ""
         locale = record.locale ?? ""
@@ -75,13 +75,23 @@ extension Pushrelay_V1_Delivery {
         jobID = record.jobID
         userID = record.userID ?? ""
         token = record.token
-        apnsID = record.apnsID ?? ""
+        providerMessageID = record.providerMessageID ?? ""
+        apnsID = record.apnsMessageID
         outcome = record.outcome.wireName
         reason = record.reason ?? ""
         attempt = UInt32(clamping: record.attempt)
         sentAtMs = record.sentAt.unixMilliseconds
         answeredAtMs = record.answeredAt?.unixMilliseconds ?? 0
         latencyMs = UInt32(clamping: record.latencyMilliseconds ?? 0)
+    }
+}
+
+extension DeliveryRecord {
+    /// The `apns_id` the wire shows beside `provider_message_id`: the message id when it is an APNs one (a UUID,
+    /// as the `apns-id` is), else empty.
+    var apnsMessageID: String {
+        guard let id = providerMessageID, UUID(uuidString: id) != nil else { return "" }
+        return id
     }
 }
 

@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 import PushRelayProtocol
 
 /// A log handler that makes every metadata value one field before another handler writes it, so that nothing a
@@ -12,17 +12,17 @@ import PushRelayProtocol
 /// is written: its own metadata, its metadata provider's, the line's and the line's error (as `error.message` and
 /// `error.type`, the names swift-log's stream handler gives them), all handed to the wrapped handler as the line's
 /// metadata. The wrapped handler's own metadata and provider move to this one, so that they are rendered too.
-public struct EscapingLogHandler: LogHandler {
+package struct EscapingLogHandler: LogHandler {
     private var wrapped: any LogHandler
 
     /// The metadata of every line, as set.
-    public var metadata: Logger.Metadata
+    package var metadata: Logger.Metadata
 
     /// Metadata added to every line when it is written.
-    public var metadataProvider: Logger.MetadataProvider?
+    package var metadataProvider: Logger.MetadataProvider?
 
     /// Renders what `wrapped` writes.
-    public init(wrapping wrapped: any LogHandler) {
+    package init(wrapping wrapped: any LogHandler) {
         var wrapped = wrapped
         metadata = wrapped.metadata
         metadataProvider = wrapped.metadataProvider
@@ -33,19 +33,19 @@ public struct EscapingLogHandler: LogHandler {
     }
 
     /// The wrapped handler's level.
-    public var logLevel: Logger.Level {
+    package var logLevel: Logger.Level {
         get { wrapped.logLevel }
         set { wrapped.logLevel = newValue }
     }
 
     /// One metadata value, as set.
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
     /// Writes the event with its message escaped and all its metadata rendered as fields.
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var fields = metadata
         if let provided = metadataProvider?.get() { fields.merge(provided) { _, provided in provided } }
         if let explicit = event.metadata { fields.merge(explicit) { _, explicit in explicit } }

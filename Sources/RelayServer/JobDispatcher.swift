@@ -1,4 +1,3 @@
-import APNs
 import Foundation
 import Logging
 import PushRelayProtocol
@@ -44,9 +43,9 @@ final class JobDispatcher: Sendable {
         logger: Logger,
         jobStored: @Sendable () -> Void
     ) async throws(ProtocolError) -> Pushrelay_V1_SendResult {
-        let plan = try SendPlan(request, tenant: tenant)
+        let plan = try SendPlan(request, tenant: tenant, services: pools.services)
         let stored = try Self.storedForm(of: request)
-        if let refusal = await pools.sendRefusal(tenant: tenant.id, environments: plan.environments) {
+        if let refusal = await pools.sendRefusal(tenant: tenant.id, destinations: plan.destinations) {
             RelayMetrics.sendRefused(tenant: tenant.id, code: refusal.code)
             throw refusal
         }
@@ -217,7 +216,8 @@ final class JobDispatcher: Sendable {
                 outcome.token = row.token
                 outcome.outcome = row.outcome.wireName
                 outcome.reason = row.reason ?? ""
-                outcome.apnsID = row.apnsID ?? ""
+                outcome.providerMessageID = row.providerMessageID ?? ""
+                outcome.apnsID = row.apnsMessageID
                 outcome.attempts = UInt32(clamping: row.attempt)
                 outcomes.append(outcome)
             }
@@ -246,7 +246,7 @@ final class JobDispatcher: Sendable {
             }
             for index in outcomes.indices {
                 guard let device = devices[outcomes[index].token] else { continue }
-                outcomes[index].environment = .init(device.environment)
+                outcomes[index].environment = device.provider == .apns ? .init(device.environment) : .unspecified
                 if outcomes[index].outcome == "dead_token" {
                     outcomes[index].invalidatedAtMs = device.invalidatedAt?.unixMilliseconds ?? 0
                 }

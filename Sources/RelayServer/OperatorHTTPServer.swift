@@ -1,23 +1,23 @@
-public import Logging
-public import NIOCore
+package import Logging
+package import NIOCore
 import NIOHTTP1
 import NIOPosix
-public import Prometheus
+package import Prometheus
 
 /// The operators' HTTP port: `GET /metrics` (the Prometheus text exposition of a registry),
 /// `GET /healthz` (200 while the process runs), `GET /readyz` (200 when the readiness check finds nothing
 /// wrong, else 503 with the reason), `GET /status` (the delivery health per tenant and environment, JSON), 404 for
 /// anything else. One request per connection.
-public final class OperatorHTTPServer: Sendable {
+package final class OperatorHTTPServer: Sendable {
     /// Says why the process is not ready, or `nil` when it is.
-    public typealias Readiness = @Sendable () async -> String?
+    package typealias Readiness = @Sendable () async -> String?
     /// The `/status` document: the relay's delivery health per tenant and environment, as JSON.
-    public typealias Status = @Sendable () async -> [UInt8]
+    package typealias Status = @Sendable () async -> [UInt8]
 
     /// The bound port (the chosen one when port 0 was asked for).
-    public let port: Int
+    package let port: Int
     /// The bound host.
-    public let host: String
+    package let host: String
     private let channel: any Channel
 
     private init(channel: any Channel, host: String, port: Int) {
@@ -28,7 +28,7 @@ public final class OperatorHTTPServer: Sendable {
 
     /// Listens on `host`:`port` (0 picks a free port), exposing `registry` and answering readiness
     /// with `readiness`.
-    public static func start(
+    package static func start(
         host: String,
         port: Int,
         registry: PrometheusCollectorRegistry,
@@ -56,7 +56,7 @@ public final class OperatorHTTPServer: Sendable {
     }
 
     /// Stops listening.
-    public func shutdown() async {
+    package func shutdown() async {
         try? await channel.close()
     }
 }

@@ -1,4 +1,3 @@
-import APNs
 import Foundation
 import Logging
 import Metrics
@@ -6,12 +5,11 @@ import PushRelayProtocol
 import RelayStore
 
 extension PoolRegistry {
-    /// Faults `tenant`'s destination `environment` for `reason` (a provider's refusal of its configuration, or
-    /// no usable key): its sends are held until a key change or a probe finds it fixed. Logged at error level and
-    /// recorded in `provider_faults` (unless it is this relay's own master key) once per change of reason, not per
-    /// send.
-    func reportFault(tenant: String, environment: APNsEnvironment, reason: String) async {
-        let key = PoolKey(tenant: tenant, environment: environment)
+    /// Faults `tenant`'s `destination` for `reason` (a provider's refusal of its configuration, or no usable
+    /// key): its sends are held until a key change or a probe finds it fixed. Logged at error level and recorded in
+    /// `provider_faults` (unless it is this relay's own master key) once per change of reason, not per send.
+    func reportFault(tenant: String, destination: Destination, reason: String) async {
+        let key = PoolKey(tenant: tenant, destination: destination)
         let now = ContinuousClock.now
         if faults[key]?.reason == reason {
             faults[key]?.probeAt = now + Self.faultProbeInterval
@@ -25,7 +23,7 @@ extension PoolRegistry {
         logger.error(
             "delivery stopped: configuration fault; notifications are held until it is fixed",
             metadata: [
-                "tenant": "\(tenant)", "apns.environment": "\(environment.rawValue)", "reason": "\(reason)",
+                "tenant": "\(tenant)", "destination": "\(destination)", "reason": "\(reason)",
                 "fix": "\(fault.detail)",
             ])
         // A master key this relay lacks is its own fault, not the tenant's: other relays may open the keys.
@@ -33,23 +31,23 @@ extension PoolRegistry {
         do {
             try await store.recordProviderFault(
                 ProviderFaultRecord(
-                    tenantID: tenant, environment: environment.rawValue, reason: reason, detail: fault.detail,
+                    tenantID: tenant, environment: destination.storedName, reason: reason, detail: fault.detail,
                     since: fault.since, relay: relayName))
         } catch {
             logger.warning("configuration fault not recorded", metadata: ["tenant": "\(tenant)", "error": "\(error)"])
         }
     }
 
-    /// A send to `tenant`'s destination `environment` was delivered: a fault of it is over.
-    func reportDelivered(tenant: String, environment: APNsEnvironment) async {
-        let key = PoolKey(tenant: tenant, environment: environment)
+    /// A send to `tenant`'s `destination` was delivered: a fault of it is over.
+    func reportDelivered(tenant: String, destination: Destination) async {
+        let key = PoolKey(tenant: tenant, destination: destination)
         guard faults[key] != nil else { return }
         await clearFault(key, why: "a notification was delivered")
     }
 
-    /// Whether `tenant`'s destination `environment` is faulted now.
-    func isFaulted(tenant: String, environment: APNsEnvironment) -> Bool {
-        faults[PoolKey(tenant: tenant, environment: environment)] != nil
+    /// Whether `tenant`'s `destination` is faulted now.
+    func isFaulted(tenant: String, destination: Destination) -> Bool {
+        faults[PoolKey(tenant: tenant, destination: destination)] != nil
     }
 
     /// Ends the fault of `key`: logged, removed from `provider_faults`, and its held notifications made due now.
@@ -59,12 +57,12 @@ extension PoolRegistry {
         logger.notice(
             "delivery resumed after a configuration fault",
             metadata: [
-                "tenant": "\(key.tenant)", "apns.environment": "\(key.environment.rawValue)",
-                "reason": "\(fault.reason)", "why": "\(why)",
+                "tenant": "\(key.tenant)", "destination": "\(key.destination)", "reason": "\(fault.reason)",
+                "why": "\(why)",
             ])
         do {
-            try await store.clearProviderFault(tenant: key.tenant, environment: key.environment.rawValue)
-            try await store.retryHeldPagesNow(tenant: key.tenant, environment: key.environment.rawValue)
+            try await store.clearProviderFault(tenant: key.tenant, environment: key.destination.storedName)
+            try await store.retryHeldPagesNow(tenant: key.tenant, environment: key.destination.storedName)
         } catch {
             logger.warning(
                 "held notifications not made due; they wait for their backoff",
@@ -72,12 +70,12 @@ extension PoolRegistry {
         }
     }
 
-    /// Why no notification of a SEND to `tenant`'s `environments` could ever be delivered now, or `nil` when one of
+    /// Why no notification of a SEND to `tenant`'s `destinations` could ever be delivered now, or `nil` when one of
     /// them has a usable key: no key at all (``Pushrelay_V1_ErrorCode/noProviderKey``) or keys this relay cannot
     /// open (``Pushrelay_V1_ErrorCode/providerKeyUnreadable``). Answers from what it found in the last
     /// ``keyCheckLifetime`` seconds, so a SEND costs no key read.
-    func sendRefusal(tenant: String, environments: Set<APNsEnvironment>) async -> ProtocolError? {
-        let refusal = await keyRefusal(tenant: tenant, environments: environments)
+    func sendRefusal(tenant: String, destinations: Set<Destination>) async -> ProtocolError? {
+        let refusal = await keyRefusal(tenant: tenant, destinations: destinations)
         if refusal?.code != refusalsLogged[tenant] {
             if let refusal {
                 logger.error(
@@ -89,14 +87,14 @@ extension PoolRegistry {
         return refusal
     }
 
-    private func keyRefusal(tenant: String, environments: Set<APNsEnvironment>) async -> ProtocolError? {
-        guard !environments.isEmpty else { return nil }
+    private func keyRefusal(tenant: String, destinations: Set<Destination>) async -> ProtocolError? {
+        guard !destinations.isEmpty else { return nil }
         var problems: [PoolUnavailable] = []
-        for environment in environments.sorted(by: { $0.rawValue < $1.rawValue }) {
-            guard let problem = await keyProblem(PoolKey(tenant: tenant, environment: environment)) else { return nil }
+        for destination in destinations.sorted() {
+            guard let problem = await keyProblem(PoolKey(tenant: tenant, destination: destination)) else { return nil }
             problems.append(problem)
         }
-        let names = environments.map(\.rawValue).sorted().joined(separator: " and ")
+        let names = destinations.map(\.storedName).sorted().joined(separator: " and ")
         if let unreadable = problems.first(where: { $0.reason == "no_master_key" || $0.reason == "master_key_mismatch" }
         ) {
             return ProtocolError(
@@ -122,7 +120,7 @@ extension PoolRegistry {
         if let check = keyChecks[key], now - check.at < Self.keyCheckLifetime { return check.problem }
         var problem: PoolUnavailable?
         do {
-            _ = try await signingKey(tenant: key.tenant, environment: key.environment)
+            _ = try await service(for: key.destination).credentialID(tenant: key.tenant, destination: key.destination)
         } catch {
             // A database that does not answer says nothing about the keys: the SEND is not refused for it.
             problem = error.isConfiguration ? error : nil
@@ -134,7 +132,7 @@ extension PoolRegistry {
     /// Why the relay cannot open the stored signing keys of the enabled tenants, or `nil` when it can (or none
     /// are stored): no master key, or not the one that sealed them. Relay-wide, so readiness depends on it.
     /// Found again after ``keyCheckLifetime`` or a key change.
-    public func sealedKeysProblem() async -> String? {
+    package func sealedKeysProblem() async -> String? {
         let now = ContinuousClock.now
         if let check = sealedKeysCheck, now - check.at < Self.keyCheckLifetime { return check.problem }
         guard let tenants = try? await store.listTenants().filter(\.enabled) else { return sealedKeysCheck?.problem }
@@ -182,21 +180,21 @@ extension PoolRegistry {
 
     /// Samples every built pool into the `pushrelay_pool_connections` (ready connections) and
     /// `pushrelay_pool_streams_in_flight` gauges, and each faulted destination into `pushrelay_provider_fault`
-    /// (1 with its reason; 0 once cleared), by tenant and environment.
-    public func recordMetrics() async {
-        for (key, snapshot) in await snapshots() {
-            let dimensions = [("tenant", key.tenant), ("environment", key.environment.rawValue)]
-            Gauge(label: RelayMetrics.poolConnectionsLabel, dimensions: dimensions)
-                .record(snapshot.connections.count(where: \.isReady))
-            Gauge(label: RelayMetrics.poolStreamsLabel, dimensions: dimensions).record(snapshot.streamsInFlight)
+    /// (1 with its reason; 0 once cleared), by tenant and destination (label `environment`: an APNs environment, or
+    /// another provider's name).
+    package func recordMetrics() async {
+        for (key, status) in await statuses() {
+            let dimensions = [("tenant", key.tenant), ("environment", key.destination.storedName)]
+            Gauge(label: RelayMetrics.poolConnectionsLabel, dimensions: dimensions).record(status.readyConnections)
+            Gauge(label: RelayMetrics.poolStreamsLabel, dimensions: dimensions).record(status.inFlight)
         }
         for (key, fault) in faults {
             RelayMetrics.providerFault(
-                tenant: key.tenant, environment: key.environment.rawValue, reason: fault.reason, on: true)
+                tenant: key.tenant, environment: key.destination.storedName, reason: fault.reason, on: true)
         }
         for (key, reason) in clearedFaults {
             RelayMetrics.providerFault(
-                tenant: key.tenant, environment: key.environment.rawValue, reason: reason, on: false)
+                tenant: key.tenant, environment: key.destination.storedName, reason: reason, on: false)
         }
         clearedFaults.removeAll()
         _ = await sealedKeysProblem()

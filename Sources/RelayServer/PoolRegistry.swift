@@ -1,68 +1,32 @@
-public import APNs
-public import Foundation
-public import Logging
-public import NIOCore
+import Foundation
+package import Logging
+package import NIOCore
 import PushRelayProtocol
-public import RelayStore
+package import RelayStore
 
-/// Where the relay's APNs pools connect and how large they are.
-public struct APNsTarget: Sendable {
-    /// One endpoint for every environment (the simulator), or `nil` for Apple's endpoints.
-    public var endpointOverride: APNsEndpoint?
-    /// A CA file to trust instead of the system's (the simulator's CA).
-    public var caFile: String?
-    /// HTTP/2 connections each pool keeps open however idle (its floor).
-    public var connectionsPerPool: Int
-    /// HTTP/2 connections each pool may open while its streams stay near APNs' limit (its cap; below
-    /// ``connectionsPerPool``, pools of a fixed size).
-    public var maximumConnectionsPerPool: Int
-    /// Signing keys used for tenants that have no stored key for an environment, by tenant id
-    /// (the ephemeral keys `serve --apns-simulator` makes).
-    public var fallbackKeys: [String: APNsSigningKey]
-
-    /// A target; the defaults are Apple's endpoints with pools of two to sixteen connections.
-    public init(
-        endpointOverride: APNsEndpoint? = nil,
-        caFile: String? = nil,
-        connectionsPerPool: Int = 2,
-        maximumConnectionsPerPool: Int = 16,
-        fallbackKeys: [String: APNsSigningKey] = [:]
-    ) {
-        self.endpointOverride = endpointOverride
-        self.caFile = caFile
-        self.connectionsPerPool = connectionsPerPool
-        self.maximumConnectionsPerPool = maximumConnectionsPerPool
-        self.fallbackKeys = fallbackKeys
-    }
-
-    /// The endpoint a pool for `environment` connects to.
-    public func endpoint(for environment: APNsEnvironment) -> APNsEndpoint {
-        endpointOverride ?? .apple(environment)
-    }
-}
-
-/// The relay's APNs pools: one per tenant and environment, built from the tenant's newest usable signing
-/// key, warm before first use, and rebuilt (only that tenant's) when its keys change.
+/// The relay's provider pools: one per tenant and destination (a provider and its scope: an APNs environment),
+/// each built by its provider's ``PushService`` with the tenant's current credential (APNs: its newest usable
+/// signing key), warm before first use, and rebuilt (only that tenant's) when its keys change.
 ///
-/// When a tenant's keys change, the pools signed with the old key are taken out of service at once and
+/// When a tenant's keys change, the pools made with the old key are taken out of service at once and
 /// shut down after their in-flight requests are answered: the old key is retired after its in-flight work.
 ///
-/// A destination (tenant and environment) whose configuration APNs refuses, or for which the relay has no usable
-/// key, is faulted (<doc:Outages>): its pool takes no sends, which are held instead, until a key change or a
-/// probe every ``faultProbeInterval`` finds it fixed.
-public actor PoolRegistry {
+/// A destination whose configuration its provider refuses, or for which the relay has no usable credential, is
+/// faulted (<doc:Outages>): its pool takes no sends, which are held instead, until a key change or a probe every
+/// ``faultProbeInterval`` finds it fixed.
+package actor PoolRegistry {
     struct PoolKey: Hashable, Comparable {
         var tenant: String
-        var environment: APNsEnvironment
+        var destination: Destination
 
         static func < (lhs: PoolKey, rhs: PoolKey) -> Bool {
-            (lhs.tenant, lhs.environment.rawValue) < (rhs.tenant, rhs.environment.rawValue)
+            (lhs.tenant, lhs.destination) < (rhs.tenant, rhs.destination)
         }
     }
 
     struct Entry {
         var generation: Int
-        var task: Task<(pool: APNsPool, keyID: String), any Error>
+        var task: Task<(pool: any ProviderPool, credentialID: String), any Error>
     }
 
     /// A destination that cannot deliver until its configuration is fixed.
@@ -84,8 +48,8 @@ public actor PoolRegistry {
 
     let store: RelayStore
     let masterKey: MasterKey?
-    private let target: APNsTarget
-    private let group: any EventLoopGroup
+    /// The push services whose pools it builds.
+    nonisolated let services: PushServices
     let logger: Logger
     /// The name this relay reports faults under (its fan-out's owner name).
     let relayName: String
@@ -106,26 +70,43 @@ public actor PoolRegistry {
     /// Whether the master key opens every stored key (`nil`) or why not, and when that was found.
     var sealedKeysCheck: (problem: String?, at: ContinuousClock.Instant)?
 
-    /// A registry that builds pools on `group` with keys from `store`, unsealed with `masterKey`; it reports
-    /// faults as `relayName`.
-    public init(
+    /// A registry of APNs pools only, connecting to `target` on `group` with keys from `store`, unsealed with
+    /// `masterKey`; it reports faults as `relayName`.
+    package init(
         store: RelayStore, masterKey: MasterKey?, target: APNsTarget, group: any EventLoopGroup, logger: Logger,
         relayName: String = ProcessInfo.processInfo.hostName
     ) {
+        self.init(
+            store: store, masterKey: masterKey,
+            services: PushServices([APNsService(store: store, masterKey: masterKey, target: target, group: group)]),
+            logger: logger, relayName: relayName)
+    }
+
+    /// A registry of `services`' pools, with the keys of `store` unsealed with `masterKey`.
+    init(store: RelayStore, masterKey: MasterKey?, services: PushServices, logger: Logger, relayName: String) {
         self.store = store
         self.masterKey = masterKey
-        self.target = target
-        self.group = group
+        self.services = services
         self.logger = logger
         self.relayName = relayName
     }
 
-    /// The warm pool for `tenant` in `environment`, built on first use.
+    /// The service of `destination`'s provider, or why there is none (a configuration fault).
+    func service(for destination: Destination) throws(PoolUnavailable) -> any PushService {
+        guard let service = services[destination.provider] else {
+            throw PoolUnavailable(
+                reason: "provider_not_served", message: "this relay does not send to \(destination.provider)",
+                isConfiguration: true)
+        }
+        return service
+    }
+
+    /// The warm pool for `tenant`'s `destination`, built on first use.
     ///
     /// - Throws: ``PoolUnavailable`` when the destination is faulted (until its next probe), the tenant has no
-    ///   usable key for it (which faults it), or the pool cannot connect.
-    func pool(tenant: String, environment: APNsEnvironment) async throws(PoolUnavailable) -> APNsPool {
-        let key = PoolKey(tenant: tenant, environment: environment)
+    ///   usable credential for it (which faults it), or the pool cannot connect.
+    func pool(tenant: String, destination: Destination) async throws(PoolUnavailable) -> any ProviderPool {
+        let key = PoolKey(tenant: tenant, destination: destination)
         if let fault = faults[key] {
             let now = ContinuousClock.now
             guard now >= fault.probeAt else {
@@ -139,7 +120,7 @@ public actor PoolRegistry {
             entry = existing
         } else {
             generation += 1
-            let build = Task { try await self.build(tenant: tenant, environment: environment) }
+            let build = Task { try await self.build(tenant: tenant, destination: destination) }
             entry = Entry(generation: generation, task: build)
             pools[key] = entry
         }
@@ -153,17 +134,17 @@ public actor PoolRegistry {
             let unavailable =
                 error as? PoolUnavailable
                 ?? PoolUnavailable(
-                    reason: (error as? APNsPoolError)?.code ?? "connect_failed",
-                    message: "APNs pool for \(tenant) (\(environment.rawValue)): \(error)", isConfiguration: false)
+                    reason: "connect_failed",
+                    message: "pool for \(tenant) (\(destination)): \(error)", isConfiguration: false)
             if unavailable.isConfiguration {
-                await reportFault(tenant: tenant, environment: environment, reason: unavailable.reason)
+                await reportFault(tenant: tenant, destination: destination, reason: unavailable.reason)
             }
             throw unavailable
         }
     }
 
     /// How many times `tenant`'s pools were rebuilt after a key change.
-    public func rebuildCount(tenant: String) -> Int {
+    package func rebuildCount(tenant: String) -> Int {
         rebuilds[tenant, default: 0]
     }
 
@@ -172,35 +153,35 @@ public actor PoolRegistry {
     /// requests, then closes, and keys that were `retiring` are then marked retired. Pools whose key is
     /// unchanged, and other tenants' pools, are untouched. The tenant's faults are cleared and its held
     /// notifications made due: the new key is tried at once (and faults again if it is refused too).
-    public func keysChanged(tenant: String) async {
+    package func keysChanged(tenant: String) async {
         keyChecks = keyChecks.filter { $0.key.tenant != tenant }
         sealedKeysCheck = nil
         for key in faults.keys where key.tenant == tenant {
             await clearFault(key, why: "the tenant's signing keys changed")
         }
         let affected = pools.filter { $0.key.tenant == tenant }
-        var replaced: [APNsPool] = []
+        var replaced: [any ProviderPool] = []
         for (key, entry) in affected {
             let current = try? await entry.task.value
-            let wanted = try? await signingKey(tenant: tenant, environment: key.environment).keyID
-            guard current?.keyID != wanted || current == nil else { continue }
+            let wanted = try? await service(for: key.destination).credentialID(
+                tenant: tenant, destination: key.destination)
+            guard current?.credentialID != wanted || current == nil else { continue }
             if pools[key]?.generation == entry.generation { pools[key] = nil }
             if let current { replaced.append(current.pool) }
             rebuilds[tenant, default: 0] += 1
             logger.info(
                 "signing key changed; rebuilding the pool",
-                metadata: ["tenant": "\(tenant)", "apns.environment": "\(key.environment.rawValue)"]
+                metadata: ["tenant": "\(tenant)", "destination": "\(key.destination)"]
             )
             do {
-                _ = try await pool(tenant: tenant, environment: key.environment)
+                _ = try await pool(tenant: tenant, destination: key.destination)
             } catch {
-                // No usable key left for the environment: there is no pool to list.
+                // No usable key left for the destination: there is no pool to list.
                 built.remove(key)
                 logger.warning(
                     "pool not rebuilt after a key change",
                     metadata: [
-                        "tenant": "\(tenant)", "apns.environment": "\(key.environment.rawValue)",
-                        "error": "\(error.message)",
+                        "tenant": "\(tenant)", "destination": "\(key.destination)", "error": "\(error.message)",
                     ]
                 )
             }
@@ -217,20 +198,17 @@ public actor PoolRegistry {
         }
     }
 
-    /// Builds the pools of every listed tenant and environment now, so the first send finds them warm.
+    /// Builds the pools of every listed tenant and destination now, so the first send finds them warm.
     /// Tenants without a usable key are faulted (logged once) and skipped.
-    public func warm(_ tenants: [(tenant: String, environment: APNsEnvironment)]) async {
-        for (tenant, environment) in tenants {
+    package func warm(_ tenants: [(tenant: String, destination: Destination)]) async {
+        for (tenant, destination) in tenants {
             do {
-                _ = try await pool(tenant: tenant, environment: environment)
+                _ = try await pool(tenant: tenant, destination: destination)
             } catch {
                 guard !error.isConfiguration else { continue }
                 logger.warning(
-                    "APNs pool not warmed; it connects again on first use",
-                    metadata: [
-                        "tenant": "\(tenant)", "apns.environment": "\(environment.rawValue)",
-                        "error": "\(error.message)",
-                    ]
+                    "pool not warmed; it connects again on first use",
+                    metadata: ["tenant": "\(tenant)", "destination": "\(destination)", "error": "\(error.message)"]
                 )
             }
         }
@@ -238,7 +216,7 @@ public actor PoolRegistry {
 
     /// Follows `NOTIFY pushrelay_keys` and rebuilds the pools of the tenant named in each notification,
     /// until the task is cancelled. Reconnects after a lost database connection.
-    public func followKeyChanges() async {
+    package func followKeyChanges() async {
         while !Task.isCancelled {
             do {
                 try await store.followKeyChanges { tenant in await self.keysChanged(tenant: tenant) }
@@ -250,20 +228,20 @@ public actor PoolRegistry {
         }
     }
 
-    /// Each built pool's snapshot, by destination (a pool that does not answer is left out).
-    func snapshots() async -> [(key: PoolKey, snapshot: APNsPoolSnapshot)] {
-        var found: [(key: PoolKey, snapshot: APNsPoolSnapshot)] = []
+    /// Each built pool's status, by destination (a pool that does not answer is left out).
+    func statuses() async -> [(key: PoolKey, status: ProviderPoolStatus)] {
+        var found: [(key: PoolKey, status: ProviderPoolStatus)] = []
         for key in built.sorted() {
             guard let entry = pools[key], let current = try? await entry.task.value,
-                let snapshot = try? await current.pool.snapshot()
+                let status = await current.pool.status()
             else { continue }
-            found.append((key, snapshot))
+            found.append((key, status))
         }
         return found
     }
 
     /// Shuts every pool down, waiting up to `gracePeriod` for in-flight requests.
-    public func shutdown(gracePeriod: TimeAmount = .seconds(5)) async {
+    package func shutdown(gracePeriod: TimeAmount = .seconds(5)) async {
         let all = pools.values
         pools = [:]
         for entry in all {
@@ -271,82 +249,19 @@ public actor PoolRegistry {
         }
     }
 
-    private func build(tenant: String, environment: APNsEnvironment) async throws -> (pool: APNsPool, keyID: String) {
-        let signingKey = try await signingKey(tenant: tenant, environment: environment)
-        var configuration = APNsPoolConfiguration(
-            endpoint: target.endpoint(for: environment), credential: .token(signingKey), caFile: target.caFile
-        )
-        configuration.connections = target.connectionsPerPool
-        configuration.maximumConnections = target.maximumConnectionsPerPool
+    private func build(
+        tenant: String, destination: Destination
+    ) async throws -> (pool: any ProviderPool, credentialID: String) {
         var logger = self.logger
         logger[metadataKey: "tenant"] = "\(tenant)"
-        logger[metadataKey: "apns.environment"] = "\(environment.rawValue)"
-        let pool = try APNsPool(configuration: configuration, eventLoop: group.next(), logger: logger)
-        do {
-            try await pool.start()
-        } catch {
-            await pool.shutdown(gracePeriod: .zero)
-            throw error
-        }
-        logger.info("APNs pool warm", metadata: ["key_id": "\(signingKey.keyID)"])
-        return (pool, signingKey.keyID)
-    }
-
-    /// The key `tenant` signs with in `environment`: its newest active stored key for it, else the fallback
-    /// key (the simulator's).
-    ///
-    /// - Throws: ``PoolUnavailable`` (a configuration fault) when there is none, or the relay cannot open it.
-    func signingKey(tenant: String, environment: APNsEnvironment) async throws(PoolUnavailable) -> APNsSigningKey {
-        let records: [SigningKeyRecord]
-        do {
-            records = try await store.listSigningKeys(tenant: tenant).filter {
-                $0.status != .retired && $0.environment.covers(environment)
-            }
-        } catch {
-            throw PoolUnavailable(
-                reason: "database", message: "signing keys not read: \(error)", isConfiguration: false)
-        }
-        if !records.isEmpty {
-            guard let masterKey else {
-                throw PoolUnavailable(
-                    reason: "no_master_key",
-                    message: "tenant \(tenant) has stored signing keys but the relay has no master key "
-                        + "(give it master_key_file or PUSHRELAY_MASTER_KEY)",
-                    isConfiguration: true)
-            }
-            let keys: [UnsealedSigningKey]
-            do {
-                keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey)
-            } catch  where error.code == .wrongMasterKey {
-                throw PoolUnavailable(
-                    reason: "master_key_mismatch",
-                    message: "the relay's master key does not open the stored signing keys of \(tenant) "
-                        + "(it is not the master key that sealed them)",
-                    isConfiguration: true)
-            } catch {
-                throw PoolUnavailable(
-                    reason: error.isTransient ? "database" : "invalid_signing_key", message: "\(error)",
-                    isConfiguration: !error.isTransient)
-            }
-            if let newest = keys.first(where: {
-                $0.record.status == .active && $0.record.environment.covers(environment)
-            })
-                ?? keys.first(where: { $0.record.environment.covers(environment) })
-            {
-                return newest.key
-            }
-        }
-        if let fallback = target.fallbackKeys[tenant] { return fallback }
-        throw PoolUnavailable(
-            reason: "no_signing_key",
-            message: "tenant \(tenant) has no APNs signing key for \(environment.rawValue) "
-                + "(pushrelay admin key add \(tenant) ...)",
-            isConfiguration: true)
+        logger[metadataKey: "destination"] = "\(destination)"
+        return try await service(for: destination).makePool(tenant: tenant, destination: destination, logger: logger)
     }
 }
 
 /// Why the relay has no pool for a destination now: a fault of the tenant's configuration (no key, a key the relay
-/// cannot open, or one APNs refuses), or of the connection (APNs unreachable when the pool was built).
+/// cannot open, or one the provider refuses), or of the connection (the provider unreachable when the pool was
+/// built).
 struct PoolUnavailable: Error, Sendable, Hashable {
     /// A short cause (`no_signing_key`, `master_key_mismatch`, `InvalidProviderToken`, `connect_failed`, ...).
     var reason: String
@@ -354,15 +269,4 @@ struct PoolUnavailable: Error, Sendable, Hashable {
     var message: String
     /// Whether only an operator's fix makes it go away.
     var isConfiguration: Bool
-}
-
-extension SigningKeyEnvironment {
-    /// Whether a key for this environment signs for `environment`.
-    package func covers(_ environment: APNsEnvironment) -> Bool {
-        switch self {
-        case .both: true
-        case .production: environment == .production
-        case .development: environment == .development
-        }
-    }
 }

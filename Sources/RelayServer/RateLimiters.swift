@@ -1,4 +1,4 @@
-public import RelayStore
+package import RelayStore
 import Synchronization
 
 /// The monotonic clock the limiters read and sleep on; tests inject one that counts its sleeps.
@@ -88,7 +88,7 @@ struct TokenBucket: Sendable, Hashable {
 ///
 /// ``admit(_:)`` never waits: it answers at once with the time after which the caller may retry. Buckets that
 /// have refilled are forgotten when many keys accumulate, so unused keys cost nothing for long.
-public final class RequestLimiter: Sendable {
+package final class RequestLimiter: Sendable {
     private struct State {
         var buckets: [String: TokenBucket] = [:]
         var pruneAt: Int
@@ -102,7 +102,7 @@ public final class RequestLimiter: Sendable {
     private let clock: any LimiterClock
 
     /// A limiter allowing each key `requestsPerSecond` (positive) on average and `burst` (at least 1) at once.
-    public convenience init(requestsPerSecond: Double, burst: Int) {
+    package convenience init(requestsPerSecond: Double, burst: Int) {
         self.init(requestsPerSecond: requestsPerSecond, burst: burst, clock: SystemLimiterClock())
     }
 
@@ -116,7 +116,7 @@ public final class RequestLimiter: Sendable {
     /// Admits one request of `key` that costs `cost` tokens (``RequestCost``; at most the burst): `nil` when
     /// admitted, else the milliseconds after which it will be (at least 1), for a `RATE_LIMITED` answer's
     /// retry-after: the real wait for that many tokens.
-    public func admit(_ key: String, cost: Int = 1) -> UInt32? {
+    package func admit(_ key: String, cost: Int = 1) -> UInt32? {
         let now = clock.now
         let wait: Duration? = state.withLock { state in
             let wait = state.buckets[key, default: prototype].take(cost, now: now)
@@ -148,22 +148,22 @@ public final class RequestLimiter: Sendable {
 /// live relays (rounded down, at least 1). ``RelayService/runHeartbeat(node:every:share:)`` keeps both
 /// current from the heartbeats (`relay_nodes`) and page leases (`job_pages`) every 2 s; in between, shares
 /// computed at different instants may add up to a little more than the rate.
-public final class RelayShare: Sendable {
+package final class RelayShare: Sendable {
     private let state = Mutex<NodeHeartbeat>(NodeHeartbeat(liveRelays: 1, leasedPages: [:]))
 
     /// The share of the pacers of this process (a relay runs one per process).
-    public static let process = RelayShare()
+    package static let process = RelayShare()
 
     /// A share of one relay: the whole rate, until told otherwise.
-    public init() {}
+    package init() {}
 
     /// The live relays the rate is divided among (at least 1).
-    public var liveRelays: Int {
+    package var liveRelays: Int {
         state.withLock { $0.liveRelays }
     }
 
     /// Takes a heartbeat's findings: the live relays (at least 1) and each tenant's leased pages.
-    public func update(_ heartbeat: NodeHeartbeat) {
+    package func update(_ heartbeat: NodeHeartbeat) {
         var heartbeat = heartbeat
         heartbeat.liveRelays = max(1, heartbeat.liveRelays)
         state.withLock { $0 = heartbeat }
@@ -171,7 +171,7 @@ public final class RelayShare: Sendable {
 
     /// This relay's part of `tenant`'s `rate`: by its leased pages when it holds some, else `rate` / live
     /// relays; rounded down, at least 1.
-    public func part(of rate: Int, tenant: String) -> Int {
+    package func part(of rate: Int, tenant: String) -> Int {
         state.withLock { state in
             if let pages = state.leasedPages[tenant], pages.mine > 0, pages.all >= pages.mine {
                 return max(1, rate * pages.mine / pages.all)
@@ -189,17 +189,17 @@ public final class RelayShare: Sendable {
 /// reserves its sends under a lock and sleeps only when the tenant is over its rate, until its reserved slot:
 /// callers are served in the order they asked, and since slots are reserved in the bucket's time rather than
 /// when sleepers wake, late wake-ups do not lower the rate over time.
-public final class TenantPacer: Sendable {
+package final class TenantPacer: Sendable {
     private let buckets = Mutex<[String: TokenBucket]>([:])
     private let clock: any LimiterClock
     private let share: RelayShare
 
     /// How much of a second's rate may go out at once after an idle period.
-    public let burstWindow: Duration
+    package let burstWindow: Duration
 
     /// A pacer allowing bursts of `burstWindow` (50 ms by default) worth of each tenant's rate, pacing at
     /// `share` of each rate (by default the process's).
-    public convenience init(burstWindow: Duration = .milliseconds(50), share: RelayShare = .process) {
+    package convenience init(burstWindow: Duration = .milliseconds(50), share: RelayShare = .process) {
         self.init(burstWindow: burstWindow, share: share, clock: SystemLimiterClock())
     }
 
@@ -214,7 +214,7 @@ public final class TenantPacer: Sendable {
     /// per second (at least 1), at once when the tenant is under it.
     ///
     /// A cancelled task returns early, its sends still counted against the tenant.
-    public func acquire(tenant: String, rate: Int, count: Int = 1) async {
+    package func acquire(tenant: String, rate: Int, count: Int = 1) async {
         await acquire(tenant: tenant, rate: rate, count: count, beforeWaiting: {})
     }
 

@@ -1,4 +1,3 @@
-import APNs
 import Foundation
 import RelayStore
 
@@ -42,7 +41,7 @@ struct PolicyNotification: Sendable {
     /// The scope the notification belongs to (for scope mutes), or `nil`.
     var scope: String?
     /// The send's own interruption level, or `nil` to use the type's.
-    var interruptionLevel: APNsPayload.InterruptionLevel?
+    var interruptionLevel: TenantConfiguration.InterruptionLevel?
 
     /// Creates the notification's side.
     init(
@@ -50,7 +49,7 @@ struct PolicyNotification: Sendable {
         typeConfiguration: TenantConfiguration.NotificationType,
         threadID: String? = nil,
         scope: String? = nil,
-        interruptionLevel: APNsPayload.InterruptionLevel? = nil
+        interruptionLevel: TenantConfiguration.InterruptionLevel? = nil
     ) {
         self.type = type
         self.typeConfiguration = typeConfiguration
@@ -60,7 +59,7 @@ struct PolicyNotification: Sendable {
     }
 
     /// The interruption level the notification is delivered with: the send's, else the type's.
-    var effectiveInterruptionLevel: APNsPayload.InterruptionLevel? {
+    var effectiveInterruptionLevel: TenantConfiguration.InterruptionLevel? {
         interruptionLevel ?? typeConfiguration.interruptionLevel
     }
 }
@@ -94,7 +93,7 @@ struct PolicyState: Sendable {
     }
 }
 
-/// The tenant's rules for one notification (issue 5): preferences, mutes, presence, per-user caps and quiet
+/// The tenant's rules for one notification: preferences, mutes, presence, per-user caps and quiet
 /// hours, decided per device, in that order.
 ///
 /// ``load(users:store:now:)`` reads what a page of users has stored in a few queries;

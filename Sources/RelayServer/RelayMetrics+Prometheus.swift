@@ -1,12 +1,12 @@
 import Metrics
-public import Prometheus
+package import Prometheus
 
 /// The relay's metrics exported in Prometheus' format.
-public enum PrometheusExport {
+package enum PrometheusExport {
     /// Makes a Prometheus registry the backend of swift-metrics, with buckets fitting the relay's histograms, and
     /// returns it (for the operator port's `/metrics`), with the series of known labels started at zero. Call it once per process: swift-metrics can be
     /// bootstrapped only once.
-    public static func bootstrap() -> PrometheusCollectorRegistry {
+    package static func bootstrap() -> PrometheusCollectorRegistry {
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets[RelayMetrics.apnsLatencyLabel] = [

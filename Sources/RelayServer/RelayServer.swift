@@ -1,5 +1,5 @@
-public import Logging
-public import NIOCore
+package import Logging
+package import NIOCore
 import NIOPosix
 import NIOSSL
 import PushRelayProtocol
@@ -7,11 +7,11 @@ import Synchronization
 
 /// The relay's TCP listener for backend connections (optionally TLS): one ``RelayService`` behind it,
 /// one session per connection.
-public final class RelayServer: Sendable {
+package final class RelayServer: Sendable {
     /// The bound address's port (the chosen one when the configuration asked for port 0).
-    public let port: Int
+    package let port: Int
     /// The bound host.
-    public let host: String
+    package let host: String
     private let serverChannel: any Channel
     private let connections: ConnectionRegistry
     private let bodies: InflatedBytesBudget
@@ -35,7 +35,7 @@ public final class RelayServer: Sendable {
     }
 
     /// Listens on `configuration.host` and `configuration.port` and serves connections with `service`.
-    public static func start(
+    package static func start(
         configuration: RelayServerConfiguration,
         service: RelayService,
         group: any EventLoopGroup,
@@ -91,14 +91,14 @@ public final class RelayServer: Sendable {
     }
 
     /// Connections open right now.
-    public var connectionCount: Int {
+    package var connectionCount: Int {
         connections.channels.withLock { $0.count }
     }
 
     /// The most bytes of answers any open connection has waiting for its peer to read them (written by the relay,
     /// not yet taken by the socket): what ``ConnectionBounds/outboundHighWaterMark`` bounds, for operators and
     /// tests to check.
-    public func largestAnswerBacklog() async -> Int {
+    package func largestAnswerBacklog() async -> Int {
         var largest = 0
         for channel in connections.channels.withLock({ Array($0.values) }) {
             if let bytes = try? await channel.getOption(.bufferedWritableBytes).get() { largest = max(largest, bytes) }
@@ -108,13 +108,13 @@ public final class RelayServer: Sendable {
 
     /// Bytes of request bodies, after decompression, that in-flight requests hold now, all connections together:
     /// what `maximumInflightBytes` bounds, for operators and tests to check.
-    public var inflightBodyBytes: Int {
+    package var inflightBodyBytes: Int {
         bodies.held
     }
 
     /// Stops accepting, says GOODBYE on every connection, waits for their in-flight requests (at most the
     /// configured grace period), then closes what is left.
-    public func shutdown() async {
+    package func shutdown() async {
         try? await serverChannel.close()
         let open = connections.channels.withLock { Array($0.values) }
         for channel in open {

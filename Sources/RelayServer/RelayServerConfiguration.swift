@@ -1,42 +1,42 @@
-public import NIOSSL
-public import PushRelayProtocol
+package import NIOSSL
+package import PushRelayProtocol
 
 /// How a ``RelayServer`` listens and what it holds connections to.
-public struct RelayServerConfiguration: Sendable {
+package struct RelayServerConfiguration: Sendable {
     /// The address to listen on.
-    public var host: String
+    package var host: String
     /// The TCP port; 0 picks a free one.
-    public var port: Int
+    package var port: Int
     /// TLS for the listener; `nil` for plain TCP.
-    public var tls: TLSConfiguration?
+    package var tls: TLSConfiguration?
     /// The limits every connection is held to.
-    public var limits: ProtocolLimits
+    package var limits: ProtocolLimits
     /// Time a new connection has to complete HELLO.
-    public var helloTimeout: Duration
+    package var helloTimeout: Duration
     /// Time without a client frame after which the relay says GOODBYE and closes; `nil` never.
-    public var idleTimeout: Duration?
+    package var idleTimeout: Duration?
     /// Time a connection's answers may wait for a peer that does not read them (the socket not writable)
     /// before the connection is closed.
-    public var writeStallTimeout: Duration
+    package var writeStallTimeout: Duration
     /// Time a graceful close waits for in-flight requests before closing anyway.
-    public var closeGracePeriod: Duration
+    package var closeGracePeriod: Duration
     /// Answers at least this large are compressed for clients that accept zstd.
-    public var compressionThreshold: Int
+    package var compressionThreshold: Int
     /// Connections the listener holds at most, before HELLO or after; one more is refused at once
     /// (`TOO_MANY_CONNECTIONS` on a plain TCP listener, closed before the TLS handshake on a TLS one).
-    public var maximumConnections: Int
+    package var maximumConnections: Int
     /// Authenticated connections one tenant may hold on this relay; one more HELLO is refused
     /// `TOO_MANY_CONNECTIONS`.
-    public var maximumConnectionsPerTenant: Int
+    package var maximumConnectionsPerTenant: Int
     /// Bytes of request bodies, after decompression, that one connection's in-flight requests may hold; a request
     /// that does not fit waits, the socket not read, until answers give some back (one request is always taken).
-    public var maximumInflightBytesPerConnection: Int
+    package var maximumInflightBytesPerConnection: Int
     /// Bytes of request bodies, after decompression, that the in-flight requests of all connections may hold
     /// (``InflatedBytesBudget``; each connection may hold ``ConnectionBounds/assuredInflightBytes`` beyond it).
-    public var maximumInflightBytes: Int
+    package var maximumInflightBytes: Int
 
     /// A configuration with the documented defaults.
-    public init(
+    package init(
         host: String = "127.0.0.1",
         port: Int = 7411,
         tls: TLSConfiguration? = nil,

@@ -8,7 +8,7 @@ extension RelayService {
     /// job not planned yet), `pushrelay_notifications_held` and `pushrelay_notifications_held_oldest_seconds`,
     /// `pushrelay_pool_connections`, `pushrelay_pool_streams_in_flight`, `pushrelay_provider_fault` and
     /// `pushrelay_signing_keys_unreadable`. A failed query leaves the queue gauges as they were.
-    public func recordMetrics() async {
+    package func recordMetrics() async {
         do {
             let (due, oldestPage) = try await store.pagesDue()
             let oldestJob = try await store.oldestUnclaimedDueJob()
@@ -30,7 +30,7 @@ extension RelayService {
     }
 
     /// Samples the metrics every `interval` until the calling task is cancelled.
-    public func recordMetrics(every interval: Duration) async {
+    package func recordMetrics(every interval: Duration) async {
         while !Task.isCancelled {
             await recordMetrics()
             try? await Task.sleep(for: interval)
@@ -43,7 +43,7 @@ extension RelayService {
     /// the wrong one, is not ready, so a load balancer prefers a relay configured right). One tenant's or one
     /// environment's delivery health never makes the relay unready: it is in ``status()``. Answered within
     /// ``readinessDeadline`` whatever the database does.
-    public func notReadyReason() async -> String? {
+    package func notReadyReason() async -> String? {
         guard listening.load(ordering: .relaxed) else { return "the relay's listener is not accepting connections" }
         let store = store
         let pools = pools
@@ -62,7 +62,7 @@ extension RelayService {
 
     /// The relay's delivery health per tenant and environment (the operator port's `/status`): pools, keys,
     /// configuration faults and held notifications, with the relay's readiness.
-    public func status() async -> RelayStatus {
+    package func status() async -> RelayStatus {
         let reason = await notReadyReason()
         var status = RelayStatus(
             ready: reason == nil, notReadyReason: reason, version: RelayVersion.current, generatedAt: Date(),
@@ -71,10 +71,13 @@ extension RelayService {
         let held = (try? await store.heldDeliveries()) ?? []
         for tenant in tenants.sorted(by: { $0.id < $1.id }) {
             var entry = RelayStatus.Tenant(tenant: tenant.id, enabled: tenant.enabled, environments: [])
-            let environments = Set(tenant.configuration.bundleIDs.values.flatMap(\.environments))
-            for environment in environments.sorted(by: { $0.rawValue < $1.rawValue }) {
-                var destination = await pools.destinationStatus(tenant: tenant.id, environment: environment)
-                destination.held = held.filter { $0.tenantID == tenant.id && $0.environment == environment.rawValue }
+            let destinations = Set(
+                tenant.configuration.notificationTypes.values.flatMap { type in
+                    pools.services.all.flatMap { $0.destinations(of: type, tenant: tenant.configuration) }
+                })
+            for name in destinations.sorted() {
+                var destination = await pools.destinationStatus(tenant: tenant.id, destination: name)
+                destination.held = held.filter { $0.tenantID == tenant.id && $0.environment == name.storedName }
                     .map {
                         RelayStatus.Held(
                             reason: $0.reason, devices: $0.devices, oldestSince: $0.oldestSince,
@@ -88,13 +91,14 @@ extension RelayService {
     }
 
     /// How long readiness waits for the database before it answers "not ready".
-    public static let readinessDeadline: Duration = .milliseconds(900)
+    package static let readinessDeadline: Duration = .milliseconds(900)
 
     /// Beats relay `node`'s heartbeat in `relay_nodes` every `interval` and gives `share` what it saw (the
     /// live relays, each tenant's leased pages), until the calling task is cancelled; then removes the
     /// node's row, so the others take its share at their next beat. A failed beat keeps the last findings.
     /// `node` is the fan-out worker's lease owner name, so that the pages it holds are counted as its own.
-    public func runHeartbeat(node: String, every interval: Duration = .seconds(2), share: RelayShare = .process) async {
+    package func runHeartbeat(node: String, every interval: Duration = .seconds(2), share: RelayShare = .process) async
+    {
         while !Task.isCancelled {
             do {
                 let beat = try await store.heartbeat(node: node)

@@ -1,25 +1,25 @@
 import Foundation
-public import Logging
-public import PushRelayProtocol
-public import RelayStore
+package import Logging
+package import PushRelayProtocol
+package import RelayStore
 import SwiftProtobuf
 import Synchronization
 
 /// What the relay does for each request, independent of the connection it came on: authentication,
 /// devices, sends, jobs, deliveries, preferences, mutes and presence, all scoped by the caller's tenant.
-public final class RelayService: Sendable {
+package final class RelayService: Sendable {
     /// The store every request reads and writes.
-    public let store: RelayStore
+    package let store: RelayStore
     /// The APNs pools.
-    public let pools: PoolRegistry
+    package let pools: PoolRegistry
     /// The result streams.
-    public let results: ResultBroadcaster
+    package let results: ResultBroadcaster
     /// The limits of every connection.
-    public let limits: ProtocolLimits
+    package let limits: ProtocolLimits
     /// The request limit of each credential (`RATE_LIMITED` beyond it).
-    public let requests: RequestLimiter
+    package let requests: RequestLimiter
     /// The fan-out worker of this process; run it with ``runFanOut()``.
-    public let worker: FanOutWorker
+    package let worker: FanOutWorker
     let logger: Logger
     private let tenants: TenantDirectory
     private let credentials: CredentialDirectory
@@ -33,7 +33,7 @@ public final class RelayService: Sendable {
     let heldGaugeLabels = Mutex<Set<[String]>>([])
 
     /// A service over `store` sending through `pools`.
-    public init(
+    package init(
         store: RelayStore,
         pools: PoolRegistry,
         limits: ProtocolLimits,
@@ -63,7 +63,7 @@ public final class RelayService: Sendable {
     ///
     /// The error never repeats what HELLO carried: a client that swapped its tenant and its secret must not
     /// see its secret echoed.
-    public func authenticate(_ hello: Pushrelay_V1_Hello) async throws(ProtocolError) -> VerifiedCredential {
+    package func authenticate(_ hello: Pushrelay_V1_Hello) async throws(ProtocolError) -> VerifiedCredential {
         let credential: VerifiedCredential?
         do {
             credential = try await store.verifyCredential(hello.credential)
@@ -81,7 +81,7 @@ public final class RelayService: Sendable {
 
     /// Whether `credential` still gives its rights: `AUTHENTICATION_FAILED` once it is revoked or its tenant
     /// disabled, as read at most a few seconds ago (``rightsLifetime``).
-    public func checkRights(_ credential: VerifiedCredential) async throws(ProtocolError) {
+    package func checkRights(_ credential: VerifiedCredential) async throws(ProtocolError) {
         guard try await credentials.isValid(credential.id) else {
             throw ProtocolError(.authenticationFailed, "the credential was revoked")
         }
@@ -91,13 +91,13 @@ public final class RelayService: Sendable {
     }
 
     /// The longest a revoke or a tenant's disabling goes unseen by a connection's requests.
-    public static var rightsLifetime: Duration { max(CredentialDirectory.lifetime, TenantDirectory.lifetime) }
+    package static var rightsLifetime: Duration { max(CredentialDirectory.lifetime, TenantDirectory.lifetime) }
 
     /// Answers one request of an authenticated connection of `tenant`: the answer's kind and body.
     /// `logger` carries the request's metadata (`tenant`, `connection`, `request`); failures of the relay
     /// itself (`INTERNAL`, `UNAVAILABLE`) are logged with it, and accepted sends with their `job`. `jobStored` is
     /// called when a SEND's job is stored, before the SEND waits for outcomes (``RequestOrder``).
-    public func handle(
+    package func handle(
         _ frame: Frame,
         caller: VerifiedCredential,
         logger: Logger,
@@ -185,7 +185,7 @@ public final class RelayService: Sendable {
 
     /// Fans out the jobs of every relay process on the database, sharing the work through leases, until the
     /// calling task is cancelled; pages being sent when it is cancelled are finished first.
-    public func runFanOut() async {
+    package func runFanOut() async {
         await worker.run()
     }
 
@@ -195,16 +195,26 @@ public final class RelayService: Sendable {
         _ request: Pushrelay_V1_RegisterDevice,
         tenant: TenantConfiguration
     ) async throws(ProtocolError) -> Pushrelay_V1_RegisterDeviceResult {
-        guard let environment = request.environment.apns else {
-            throw .invalidArgument("register_device.environment", "environment is PRODUCTION or SANDBOX")
-        }
-        let environments = Set(tenant.bundleIDs.values.flatMap(\.environments))
-        guard environments.contains(environment) else {
+        let provider = PushProvider(wireName: request.provider)
+        guard pools.services[provider] != nil else {
+            let served = pools.services.all.map(\.provider.rawValue).joined(separator: ", ")
             throw .invalidArgument(
-                "register_device.environment",
-                "\(tenant.id) sends only to \(environments.map(\.wireName).sorted().joined(separator: ", ")); "
-                    + "a \(environment.wireName) token would never be delivered"
-            )
+                "register_device.provider", "this relay does not send to \"\(provider)\" (it sends to \(served))")
+        }
+        var environment = TenantConfiguration.Environment.production
+        if provider == .apns {
+            guard let apns = request.environment.apns else {
+                throw .invalidArgument("register_device.environment", "environment is PRODUCTION or SANDBOX")
+            }
+            let environments = Set(tenant.bundleIDs.values.flatMap(\.environments))
+            guard environments.contains(apns) else {
+                throw .invalidArgument(
+                    "register_device.environment",
+                    "\(tenant.id) sends only to \(environments.map(\.wireName).sorted().joined(separator: ", ")); "
+                        + "a \(apns.wireName) token would never be delivered"
+                )
+            }
+            environment = apns
         }
         let unknownTopics = request.topics.filter { !tenant.subscriptionTopics.contains($0) }
         guard unknownTopics.isEmpty else {
@@ -214,7 +224,8 @@ public final class RelayService: Sendable {
             )
         }
         let registration = DeviceRegistration(
-            userID: request.userID, token: request.token, platform: request.platform, environment: environment,
+            userID: request.userID, token: request.token, provider: provider, platform: request.platform,
+            environment: environment,
             deviceID: request.deviceID.nonEmpty, appVersion: request.appVersion.nonEmpty,
             locale: request.locale.nonEmpty,
             timeZone: request.timeZone.nonEmpty, topics: request.topics

@@ -1,5 +1,5 @@
 /// The relay's release, as HELLO_OK's `server` (`pushrelay/1.0.0`) and `pushrelay --version` say it.
-public enum RelayVersion {
+package enum RelayVersion {
     /// The release of this build.
-    public static let current = "1.0.0"
+    package static let current = "1.0.0"
 }

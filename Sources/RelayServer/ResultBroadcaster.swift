@@ -3,7 +3,7 @@ import PushRelayProtocol
 import Synchronization
 
 /// Fans the results of a tenant's jobs out to that tenant's result-stream subscribers.
-public final class ResultBroadcaster: Sendable {
+package final class ResultBroadcaster: Sendable {
     /// One subscriber: where its events go and whether it wants receipts.
     struct Subscriber: Sendable {
         var tenant: String
@@ -14,7 +14,7 @@ public final class ResultBroadcaster: Sendable {
     private let subscribers = Mutex<[UUID: Subscriber]>([:])
 
     /// An empty broadcaster.
-    public init() {}
+    package init() {}
 
     /// Adds a subscriber for `tenant`'s events; returns the id that removes it.
     func subscribe(

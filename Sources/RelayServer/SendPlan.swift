@@ -1,15 +1,15 @@
-import APNs
 import Foundation
-import NIOCore
 import PushRelayProtocol
 import RelayStore
 
-/// A SEND request checked against the tenant's configuration, with its payload encoded once for every
-/// device of the job.
+/// A SEND request checked against the tenant's configuration: what every provider's devices share (audience,
+/// schedule, thread and scope for mutes and presence, the urgency quiet hours decide on, expiration, collapse key),
+/// and the notification rendered once per provider (``renderings``) for every device of the job.
 struct SendPlan: Sendable {
     /// Whom the notification goes to.
     enum Audience: Sendable, Hashable {
         case users([String])
+        /// Tokens as the request gave them (an APNs token in either case).
         case tokens([String])
         case topic(String)
     }
@@ -19,30 +19,32 @@ struct SendPlan: Sendable {
     var excludedUsers: Set<String>
     /// The topics a device must be subscribed to: the type's `subscription`, if it has one.
     var requiredTopics: [String]
-    var bundleID: String
-    var pushType: APNsPushType
-    var priority: APNsPriority
-    /// `apns-expiration` relative to sending, in seconds; `nil` sends no header.
+    /// Expiration relative to sending, in seconds; `nil` sends none.
     var expirationSeconds: Int64?
-    /// An absolute `apns-expiration` from the request, Unix seconds.
+    /// An absolute expiration from the request, Unix seconds.
     var absoluteExpiration: Int64?
+    /// The collapse key (APNs' `apns-collapse-id`), or `nil`.
     var collapseID: String?
-    var payload: ByteBuffer
-    var environments: Set<APNsEnvironment>
+    /// Where the job's devices may be sent: a device of another destination gets a configuration fault.
+    var destinations: Set<Destination>
+    /// The notification rendered for each provider the tenant's devices may have.
+    var renderings: [PushProvider: any ProviderRendering]
     /// When the devices are due.
     var schedule: Schedule
     /// The notification's thread id after templates (mutes and presence match it).
     var threadID: String?
+    /// The notification's category after templates.
+    var category: String?
     /// The scope the notification belongs to (scope mutes match it).
     var scope: String?
-    /// The interruption level after the type's default (quiet hours let time-sensitive ones pass).
-    var interruptionLevel: APNsPayload.InterruptionLevel?
+    /// The urgency after the type's default (quiet hours let time-sensitive ones pass).
+    var interruptionLevel: TenantConfiguration.InterruptionLevel?
 
     /// Seconds a notification without a positive expiration is held while its provider cannot take it.
     var retryFor: Int64
 
-    /// The `apns-expiration` for a notification sent at `now`; a held one (`hold`) keeps the expiration it had
-    /// when it was first due.
+    /// The expiration for a notification sent at `now`; a held one (`hold`) keeps the expiration it had when it
+    /// was first due.
     func expiration(now: Date, hold: DeliveryHold? = nil) -> Int64? {
         if let absoluteExpiration { return absoluteExpiration }
         guard let expirationSeconds else { return nil }
@@ -64,8 +66,10 @@ struct SendPlan: Sendable {
     }
 
     /// Checks `request`, whose fields passed ``Pushrelay_V1_Send/validate(limits:nowMilliseconds:)``, against
-    /// `tenant` and encodes its payload.
-    init(_ request: Pushrelay_V1_Send, tenant: TenantConfiguration) throws(ProtocolError) {
+    /// `tenant`, and renders it for each of `services` (each refuses what its provider would).
+    init(
+        _ request: Pushrelay_V1_Send, tenant: TenantConfiguration, services: PushServices
+    ) throws(ProtocolError) {
         guard let type = tenant.notificationTypes[request.notificationType] else {
             let known = tenant.notificationTypes.keys.sorted().joined(separator: ", ")
             throw .invalidArgument(
@@ -77,7 +81,7 @@ struct SendPlan: Sendable {
         if !request.userIds.isEmpty {
             audience = .users(request.userIds)
         } else if !request.tokens.isEmpty {
-            audience = .tokens(request.tokens.map { $0.token.lowercased() })
+            audience = .tokens(request.tokens.map(\.token))
         } else {
             guard tenant.subscriptionTopics.contains(request.topic) else {
                 throw .invalidArgument(
@@ -95,98 +99,42 @@ struct SendPlan: Sendable {
         }
         excludedUsers = Set(request.excludeUserIds)
         requiredTopics = type.subscription.map { [$0] } ?? []
-        bundleID = type.bundleID
-        pushType = type.pushType
-        environments = Set(tenant.bundleIDs[type.bundleID]?.environments ?? [])
-        let priorityValue = request.hasPriority ? Int(request.priority) : type.priority
-        guard let priority = APNsPriority(rawValue: priorityValue) else {
-            throw .invalidArgument("send.priority", "priority is 10, 5 or 1, not \(priorityValue)")
-        }
-        self.priority = priority
         expirationSeconds = type.expiration.map(Int64.init)
         retryFor = Int64(type.retryFor ?? TenantConfiguration.NotificationType.defaultRetryFor)
         absoluteExpiration = request.hasExpiration ? request.expiration : nil
         collapseID = request.collapseID.isEmpty ? nil : request.collapseID
-        let aps = try Self.aps(request, type: type)
-        threadID = aps.threadID
-        interruptionLevel = aps.interruptionLevel
-        scope = request.scope.nonEmpty
-        schedule = try Schedule(request)
-        payload = ByteBuffer(bytes: try Self.payload(aps: aps, request))
-        let check = APNsNotification(
-            deviceToken: String(repeating: "0", count: 64), bundleID: bundleID, pushType: pushType, priority: priority,
-            expiration: absoluteExpiration, collapseID: collapseID, payload: payload
-        )
-        do {
-            try check.validate()
-        } catch {
-            throw .invalidArgument("send", "the notification is not valid for APNs: \(error)")
-        }
-    }
-
-    private static func aps(
-        _ request: Pushrelay_V1_Send,
-        type: TenantConfiguration.NotificationType
-    ) throws(ProtocolError) -> APNsPayload.APS {
-        var aps = APNsPayload.APS()
-        if request.hasAlert {
-            let alert = request.alert
-            aps.alert = .fields(
-                .init(
-                    title: alert.title.nonEmpty, subtitle: alert.subtitle.nonEmpty, body: alert.body.nonEmpty,
-                    launchImage: alert.launchImage.nonEmpty, titleLocKey: alert.titleLocKey.nonEmpty,
-                    titleLocArgs: alert.titleLocArgs.nonEmpty, subtitleLocKey: alert.subtitleLocKey.nonEmpty,
-                    subtitleLocArgs: alert.subtitleLocArgs.nonEmpty, locKey: alert.locKey.nonEmpty,
-                    locArgs: alert.locArgs.nonEmpty
-                )
-            )
-        }
-        if request.hasBadge { aps.badge = Int(request.badge) }
-        if !request.sound.isEmpty { aps.sound = .named(request.sound) }
-        if let threadID = request.threadID.nonEmpty {
-            aps.threadID = threadID
-        } else if let template = type.threadID {
-            aps.threadID = try fill(template, values: request.templateValues, filling: "thread_id")
-        }
-        if let category = request.category.nonEmpty {
-            aps.category = category
-        } else if let template = type.category {
-            aps.category = try fill(template, values: request.templateValues, filling: "category")
-        }
-        if request.contentAvailable { aps.contentAvailable = true }
-        if request.mutableContent { aps.mutableContent = true }
+        threadID = try Self.value(request.threadID, template: type.threadID, request: request, filling: "thread_id")
+        category = try Self.value(request.category, template: type.category, request: request, filling: "category")
         if !request.interruptionLevel.isEmpty {
-            guard let level = APNsPayload.InterruptionLevel(rawValue: request.interruptionLevel) else {
+            guard let level = TenantConfiguration.InterruptionLevel(rawValue: request.interruptionLevel) else {
                 throw .invalidArgument(
                     "send.interruption_level",
                     "'\(request.interruptionLevel)' is not passive, active, time-sensitive or critical"
                 )
             }
-            aps.interruptionLevel = level
+            interruptionLevel = level
         } else {
-            aps.interruptionLevel = type.interruptionLevel
+            interruptionLevel = type.interruptionLevel
         }
-        if request.hasRelevanceScore { aps.relevanceScore = request.relevanceScore }
-        return aps
+        scope = request.scope.nonEmpty
+        schedule = try Schedule(request)
+        destinations = []
+        renderings = [:]
+        for service in services.all {
+            guard let rendering = try service.render(request, plan: self, type: type) else { continue }
+            renderings[service.provider] = rendering
+            destinations.formUnion(service.destinations(of: type, tenant: tenant))
+        }
     }
 
-    private static func payload(aps: APNsPayload.APS, _ request: Pushrelay_V1_Send) throws(ProtocolError) -> [UInt8] {
-        var custom: [String: JSONValue] = [:]
-        if !request.customJson.isEmpty {
-            guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(request.customJson.utf8))
-            else {
-                throw .invalidArgument("send.custom_json", "custom_json must be a JSON object")
-            }
-            guard object["aps"] == nil else {
-                throw .invalidArgument("send.custom_json", "custom_json may not set \"aps\"; use the send's fields")
-            }
-            custom = object
-        }
-        do {
-            return try APNsPayload(aps: aps, custom: custom).jsonBytes()
-        } catch {
-            throw .invalidArgument("send", "the payload cannot be encoded: \(error)")
-        }
+    /// The send's own value of a field, else the type's `template` filled from the send's template values, else
+    /// `nil`.
+    private static func value(
+        _ own: String, template: String?, request: Pushrelay_V1_Send, filling key: String
+    ) throws(ProtocolError) -> String? {
+        if !own.isEmpty { return own }
+        guard let template else { return nil }
+        return try fill(template, values: request.templateValues, filling: key)
     }
 
     /// The names of `template`'s `{name}` placeholders, in order.

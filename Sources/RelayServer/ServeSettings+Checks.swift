@@ -12,7 +12,7 @@ extension ServeSettings {
     /// is the folder; a path that is a folder is refused too. Nothing is left behind.
     ///
     /// - Throws: ``ServeSettingsError`` naming `ready_file`, the path and the system's reason.
-    public func checkReadyFile() throws(ServeSettingsError) {
+    package func checkReadyFile() throws(ServeSettingsError) {
         guard let readyFile else { return }
         func refused(_ reason: String) -> ServeSettingsError {
             ServeSettingsError(

@@ -5,81 +5,81 @@ import Yams
 /// Every setting of `pushrelay serve`. Each comes from, in this order of precedence: its command-line flag,
 /// its environment variable (`PUSHRELAY_` and the file key in capitals), the configuration file
 /// (`--config FILE` or `PUSHRELAY_CONFIG`, YAML, one `key: value` per setting), or its default.
-public struct ServeSettings: Sendable, Equatable {
+package struct ServeSettings: Sendable, Equatable {
     /// Where backends connect (`host:port`; port 0 picks a free one).
-    public var listen = "127.0.0.1:7411"
+    package var listen = "127.0.0.1:7411"
     /// The PostgreSQL to use; `nil` for the embedded cluster in ``dataDir``.
-    public var databaseURL: String?
+    package var databaseURL: String?
     /// The embedded cluster's folder when no database URL is given.
-    public var dataDir = ".pushrelay/pg"
+    package var dataDir = ".pushrelay/pg"
     /// The folder of tenant files applied at start; empty applies none.
-    public var tenants = "Tenants"
+    package var tenants = "Tenants"
     /// The file holding the master key (else `PUSHRELAY_MASTER_KEY`).
-    public var masterKeyFile: String?
+    package var masterKeyFile: String?
     /// Whether to send to an in-process APNs simulator instead of Apple.
-    public var apnsSimulator = false
+    package var apnsSimulator = false
     /// The in-process simulator's CA folder.
-    public var simDir = ".pushrelay/apns-sim"
+    package var simDir = ".pushrelay/apns-sim"
     /// Another APNs endpoint (`host:port`) instead of Apple's.
-    public var apnsEndpoint: String?
+    package var apnsEndpoint: String?
     /// The CA file to trust for ``apnsEndpoint``.
-    public var apnsCA: String?
+    package var apnsCA: String?
     /// HTTP/2 connections each APNs pool keeps open however idle (its floor).
-    public var connectionsPerPool = 2
+    package var connectionsPerPool = 2
     /// HTTP/2 connections each APNs pool may open while its streams stay near APNs' limit (its cap).
-    public var maxConnectionsPerPool = 16
+    package var maxConnectionsPerPool = 16
     /// The listener's TLS certificate chain (PEM).
-    public var tlsCert: String?
+    package var tlsCert: String?
     /// The listener's TLS private key (PEM).
-    public var tlsKey: String?
+    package var tlsKey: String?
     /// The CA whose client certificates the listener requires.
-    public var tlsClientCA: String?
+    package var tlsClientCA: String?
     /// The largest frame body accepted, in bytes.
-    public var maxFrameBytes = 1_048_576
+    package var maxFrameBytes = 1_048_576
     /// The largest body after zstd decompression, in bytes.
-    public var maxDecompressedBytes = 4_194_304
+    package var maxDecompressedBytes = 4_194_304
     /// Requests in flight per connection before the relay stops reading it.
-    public var maxInFlight = 128
+    package var maxInFlight = 128
     /// Connections the listener holds at most, before HELLO or after.
-    public var maxConnections = 4_096
+    package var maxConnections = 4_096
     /// Authenticated connections one tenant may hold on this relay.
-    public var maxConnectionsPerTenant = 1_024
+    package var maxConnectionsPerTenant = 1_024
     /// User ids plus tokens per send.
-    public var maxRecipients = 10_000
+    package var maxRecipients = 10_000
     /// Bytes of request bodies (after decompression) one connection's in-flight requests may hold before the relay
     /// stops reading it.
-    public var maxInflightBytesPerConnection = 16 << 20
+    package var maxInflightBytesPerConnection = 16 << 20
     /// Bytes of request bodies (after decompression) the in-flight requests of all connections may hold.
-    public var maxInflightBytes = 256 << 20
+    package var maxInflightBytes = 256 << 20
     /// Seconds without a client frame before GOODBYE and close; 0 never.
-    public var idleTimeout = 300
+    package var idleTimeout = 300
     /// Seconds a connection's answers may wait for a peer that does not read them before it is closed.
-    public var writeStallTimeout = 30
+    package var writeStallTimeout = 30
     /// Each credential's request limit per second.
-    public var requestsPerSecond = 1_000.0
+    package var requestsPerSecond = 1_000.0
     /// Each credential's burst above that rate.
-    public var requestBurst = 2_000
+    package var requestBurst = 2_000
     /// Database statements one tenant's requests run at once.
-    public var dbStatementsPerTenant = 4
+    package var dbStatementsPerTenant = 4
     /// Seconds one database statement may run before PostgreSQL cancels it; 0: no limit.
-    public var statementTimeout = 30
+    package var statementTimeout = 30
     /// Days of delivery rows kept.
-    public var retentionDays = 30
+    package var retentionDays = 30
     /// The operator HTTP port (`host:port`); empty turns it off.
-    public var metricsListen = "127.0.0.1:9411"
+    package var metricsListen = "127.0.0.1:9411"
     /// A file written with `host:port` once the relay accepts connections.
-    public var readyFile: String?
+    package var readyFile: String?
     /// The swift-log level.
-    public var logLevel = "info"
+    package var logLevel = "info"
 
     /// The defaults.
-    public init() {}
+    package init() {}
 
     /// The environment variable naming the configuration file when `--config` is not given.
-    public static let configEnvironmentVariable = "PUSHRELAY_CONFIG"
+    package static let configEnvironmentVariable = "PUSHRELAY_CONFIG"
 
     /// Every setting: its file key, command-line flag and environment variable.
-    public static var all: [ServeSetting] {
+    package static var all: [ServeSetting] {
         [
             ServeSetting("listen", .string(\.listen)),
             ServeSetting("database_url", .optionalString(\.databaseURL)),
@@ -123,7 +123,7 @@ public struct ServeSettings: Sendable, Equatable {
     ///
     /// - Throws: ``ServeSettingsError`` for an unreadable or malformed file, a key it does not know, or a
     ///   value that is not of its setting's type, naming where the value came from.
-    public static func resolve(
+    package static func resolve(
         commandLine: [String: String],
         environment: [String: String],
         configFile: String?
@@ -185,7 +185,7 @@ public struct ServeSettings: Sendable, Equatable {
 }
 
 /// One setting of `pushrelay serve`: its names in the file, on the command line and in the environment.
-public struct ServeSetting {
+package struct ServeSetting {
     /// How a value's text becomes the setting's value.
     enum Kind {
         case string(WritableKeyPath<ServeSettings, String>)
@@ -199,7 +199,7 @@ public struct ServeSetting {
     }
 
     /// The key in the configuration file (`max_in_flight`).
-    public let key: String
+    package let key: String
     let kind: Kind
 
     init(_ key: String, _ kind: Kind) {
@@ -208,12 +208,12 @@ public struct ServeSetting {
     }
 
     /// The command-line flag (`--max-in-flight`).
-    public var flag: String {
+    package var flag: String {
         "--" + key.replacingOccurrences(of: "_", with: "-")
     }
 
     /// The environment variable (`PUSHRELAY_MAX_IN_FLIGHT`).
-    public var environmentVariable: String {
+    package var environmentVariable: String {
         "PUSHRELAY_" + key.uppercased()
     }
 
@@ -252,9 +252,9 @@ public struct ServeSetting {
 }
 
 /// A configuration that cannot be used, saying which file, key, flag or variable is wrong.
-public struct ServeSettingsError: Error, CustomStringConvertible, Equatable {
+package struct ServeSettingsError: Error, CustomStringConvertible, Equatable {
     /// What is wrong.
-    public let description: String
+    package let description: String
 
     init(_ description: String) {
         self.description = description

@@ -1,20 +1,20 @@
 import Crypto
-public import Foundation
+package import Foundation
 
 /// The 256-bit key that seals every tenant's APNs signing key (AES-256-GCM) in the database.
 ///
 /// It never lives in the database: operators keep it in a file (`--master-key-file`) or in the
 /// `PUSHRELAY_MASTER_KEY` environment variable (base64 of 32 bytes). `pushrelay admin master-key generate`
 /// prints a fresh one. Losing it makes every stored signing key unreadable; keys must then be added again.
-public struct MasterKey: Sendable, CustomStringConvertible {
+package struct MasterKey: Sendable, CustomStringConvertible {
     /// The environment variable read when no master key file is given.
-    public static let environmentVariable = "PUSHRELAY_MASTER_KEY"
+    package static let environmentVariable = "PUSHRELAY_MASTER_KEY"
 
     /// The key's 32 bytes; `SymmetricKey` is kept out of the stored properties so the type stays `Sendable`.
     private let bytes: Data
 
     /// A master key from exactly 32 bytes.
-    public init(bytes: some DataProtocol) throws(RelayStoreError) {
+    package init(bytes: some DataProtocol) throws(RelayStoreError) {
         guard bytes.count == 32 else {
             throw .invalidMasterKey(reason: "it has \(bytes.count) bytes")
         }
@@ -22,7 +22,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     }
 
     /// A master key from text: base64 (standard or URL alphabet) or hex of 32 bytes; whitespace around it is ignored.
-    public init(text: String) throws(RelayStoreError) {
+    package init(text: String) throws(RelayStoreError) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.isEmpty { throw .invalidMasterKey(reason: "it is empty") }
         if trimmed.utf8.count == 64, let decoded = Self.hex(trimmed) {
@@ -38,7 +38,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     }
 
     /// A master key read from a file holding the raw 32 bytes, or their base64 or hex text.
-    public init(file path: String) throws(RelayStoreError) {
+    package init(file path: String) throws(RelayStoreError) {
         let contents: Data
         do {
             contents = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -54,7 +54,7 @@ public struct MasterKey: Sendable, CustomStringConvertible {
 
     /// The master key from `file` when given, else from ``environmentVariable`` in `environment`;
     /// ``RelayStoreError/missingMasterKey`` when neither is there.
-    public static func load(
+    package static func load(
         file: String?,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(RelayStoreError) -> MasterKey {
@@ -64,16 +64,16 @@ public struct MasterKey: Sendable, CustomStringConvertible {
     }
 
     /// A fresh random master key.
-    public static func generate() -> MasterKey {
+    package static func generate() -> MasterKey {
         // 32 random bytes always make a valid key.
         try! MasterKey(bytes: SymmetricKey(size: .bits256).withUnsafeBytes { Data($0) })
     }
 
     /// Never the key: `MasterKey(redacted)`, so logging or printing one leaks nothing.
-    public var description: String { "MasterKey(redacted)" }
+    package var description: String { "MasterKey(redacted)" }
 
     /// The key as standard base64, the form `PUSHRELAY_MASTER_KEY` and key files take.
-    public var base64: String { bytes.base64EncodedString() }
+    package var base64: String { bytes.base64EncodedString() }
 
     /// Seals `plaintext` with AES-256-GCM, authenticating `context` as additional data.
     /// The result is nonce (12 bytes) ‖ ciphertext ‖ tag (16 bytes).

@@ -3,16 +3,16 @@
 /// Migrations run in `version` order, each in its own transaction, and each is recorded in
 /// `schema_migrations` so it is applied exactly once. A migration is a list of statements rather
 /// than one string because PostgreSQL's extended protocol takes one statement at a time.
-public struct Migration: Sendable, Hashable {
+package struct Migration: Sendable, Hashable {
     /// The position in the schema's history; unique and increasing.
-    public var version: Int
+    package var version: Int
     /// A short name, recorded next to the version.
-    public var name: String
+    package var name: String
     /// The SQL statements, run in order inside the migration's transaction.
-    public var statements: [String]
+    package var statements: [String]
 
     /// Creates a migration.
-    public init(version: Int, name: String, statements: [String]) {
+    package init(version: Int, name: String, statements: [String]) {
         self.version = version
         self.name = name
         self.statements = statements
@@ -21,7 +21,7 @@ public struct Migration: Sendable, Hashable {
 
 extension Migration {
     /// Every migration of the relay's schema, in order. Append new ones; never edit applied ones.
-    public static let all: [Migration] = [
+    package static let all: [Migration] = [
         Migration(
             version: 1,
             name: "tenants",
@@ -545,6 +545,24 @@ extension Migration {
                     )
                 )
                 """,
+            ]
+        ),
+        Migration(
+            version: 18,
+            name: "providers",
+            statements: [
+                // A device names the push service its token belongs to; rows from before are APNs devices. An APNs
+                // token is stored lower-cased hex, any other byte for byte (FCM's are case-sensitive text).
+                "ALTER TABLE devices ADD COLUMN provider text NOT NULL DEFAULT 'apns'",
+                "ALTER TABLE devices DROP CONSTRAINT devices_token_check",
+                """
+                ALTER TABLE devices ADD CONSTRAINT devices_token_check
+                    CHECK (token <> '' AND (provider <> 'apns' OR token ~ '^[0-9a-f]+$'))
+                """,
+                "ALTER TABLE dead_tokens DROP CONSTRAINT dead_tokens_token_check",
+                "ALTER TABLE dead_tokens ADD CONSTRAINT dead_tokens_token_check CHECK (token <> '')",
+                // A delivery row keeps the provider's id of the message (APNs: the apns-id) under a neutral name.
+                "ALTER TABLE deliveries RENAME COLUMN apns_id TO provider_message_id",
             ]
         ),
     ]

@@ -1,13 +1,13 @@
-import APNs
 import Foundation
 import Logging
 import PostgresNIO
+import PushRelayProtocol
 
 extension RelayStore {
     /// The active devices of `users` in `tenant`, in one query (`user_id = ANY(…)`): by user, then the most
     /// recently registered first. Users without an active device have no rows. Only devices subscribed to every
     /// topic of `subscribedTo`, or listing no topics (those take every type), are read.
-    public func activeDevices(
+    package func activeDevices(
         tenant: String,
         users: [String],
         subscribedTo topics: [String] = []
@@ -30,7 +30,7 @@ extension RelayStore {
 
     /// The active devices of listed `recipients` (users or tokens), as ``activeDevices(tenant:users:subscribedTo:)``
     /// or ``activeDevices(tenant:tokens:subscribedTo:)`` read them.
-    public func activeDevices(
+    package func activeDevices(
         tenant: String,
         listed recipients: ListedRecipients,
         subscribedTo topics: [String] = []
@@ -41,21 +41,22 @@ extension RelayStore {
         }
     }
 
-    /// `tokens` as stored (trimmed, lower-case hex), each once.
-    static func normalizedTokens(_ tokens: [String]) -> [String] {
-        Array(Set(tokens.map { $0.trimmingCharacters(in: .whitespacesAndNewlines).lowercased() }))
+    /// Every form `tokens` may be stored in (``PushRelayProtocol/PushProvider/storedForms(of:)``), each once.
+    static func storedForms(of tokens: [String]) -> [String] {
+        Array(Set(tokens.flatMap(PushProvider.storedForms(of:))))
     }
 
-    /// The active devices of `tenant` holding one of `tokens` (hex, either case), in one query, by token.
+    /// The active devices of `tenant` holding one of `tokens` (an APNs token in either case, any other exactly), in
+    /// one query, by token.
     ///
     /// Strings that are not tokens match nothing. Only devices subscribed to every topic of `subscribedTo`, or listing
     /// no topics, are read.
-    public func activeDevices(
+    package func activeDevices(
         tenant: String,
         tokens: [String],
         subscribedTo topics: [String] = []
     ) async throws(RelayStoreError) -> [DeviceRecord] {
-        let normalized = Self.normalizedTokens(tokens)
+        let normalized = Self.storedForms(of: tokens)
         guard !normalized.isEmpty else { return [] }
         return try await mappingErrors {
             return try await Self.deviceRows(
@@ -80,14 +81,14 @@ extension RelayStore {
     /// than `limit` rows.
     ///
     /// - Throws: ``RelayStoreError/invalidArgument(_:)`` when `limit` is not positive.
-    public func activeDevices(
+    package func activeDevices(
         tenant: String,
         topic: String,
         after: String? = nil,
         limit: Int
     ) async throws(RelayStoreError) -> [DeviceTarget] {
         guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
-        let after = after?.lowercased() ?? ""
+        let after = after ?? ""
         return try await deviceTargets(
             """
             WITH page AS (
@@ -99,14 +100,14 @@ extension RelayStore {
             SELECT \(unescaped: DeviceTarget.columns) FROM devices
             WHERE tenant_id = \(tenant) AND active AND (topics @> ARRAY[\(topic)]::text[] OR topics = '{}')
               AND token > \(after) AND token <= (SELECT max(token) FROM page)
-            ORDER BY token, user_id, environment
+            ORDER BY token, user_id, destination
             """
         )
     }
 
-    /// The active devices of `tenant` holding one of `tokens`, which are as stored (lower-case hex: a fan-out
-    /// page's tokens), in one query, by token.
-    public func deviceTargets(tenant: String, storedTokens tokens: [String]) async throws(RelayStoreError)
+    /// The active devices of `tenant` holding one of `tokens`, which are as stored (a fan-out page's tokens), in
+    /// one query, by token.
+    package func deviceTargets(tenant: String, storedTokens tokens: [String]) async throws(RelayStoreError)
         -> [DeviceTarget]
     {
         guard !tokens.isEmpty else { return [] }
@@ -123,7 +124,7 @@ extension RelayStore {
     /// The active devices of `tenant` subscribed to `topic` whose token lies from `first` through `last` (as
     /// stored), by token: a topic fan-out page read again by one range scan instead of a lookup per token
     /// (a quarter of the database's time for a page of 1,000 tokens).
-    public func activeDevices(
+    package func activeDevices(
         tenant: String,
         topic: String,
         storedTokensFrom first: String,
@@ -141,7 +142,7 @@ extension RelayStore {
 
     /// The devices of a topic range page as registered now (the active devices subscribed to the range's topic
     /// whose token comes after its `after` and is at most its `last`), less those of `excludedUsers`, by token.
-    public func activeDevices(
+    package func activeDevices(
         tenant: String,
         in range: TopicRange,
         excludedUsers: [String]
@@ -180,7 +181,7 @@ extension RelayStore {
         PostgresQuery(
             unsafeSQL: """
                 SELECT coalesce(array_agg(user_id), '{}'), coalesce(array_agg(token), '{}'),
-                       coalesce(array_agg(environment), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
+                       coalesce(array_agg(destination), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
                 FROM (\(query.sql)) selected
                 """,
             binds: query.binds
@@ -191,28 +192,33 @@ extension RelayStore {
     private static func targets(in rows: [PostgresRow]) throws -> [DeviceTarget] {
         var targets: [DeviceTarget] = []
         for row in rows {
-            let (users, tokens, environments, timeZones) = try row.decode(([String], [String], [String], [String]).self)
-            targets += try Self.targets(users: users, tokens: tokens, environments: environments, timeZones: timeZones)
+            let (users, tokens, destinations, timeZones) = try row.decode(([String], [String], [String], [String]).self)
+            targets += try Self.targets(users: users, tokens: tokens, destinations: destinations, timeZones: timeZones)
         }
         return targets
     }
 
-    /// The targets of four arrays side by side (``DeviceTarget/columns``, an empty time zone for none).
+    /// The targets of four arrays side by side (``DeviceTarget/columns``: the destination by its stored name, an
+    /// empty time zone for none).
     static func targets(
-        users: [String], tokens: [String], environments: [String], timeZones: [String]
+        users: [String], tokens: [String], destinations: [String], timeZones: [String]
     ) throws(RelayStoreError) -> [DeviceTarget] {
-        guard users.count == tokens.count, users.count == environments.count, users.count == timeZones.count else {
+        guard users.count == tokens.count, users.count == destinations.count, users.count == timeZones.count else {
             throw .corruptRow("device arrays of different lengths")
         }
         var targets: [DeviceTarget] = []
         targets.reserveCapacity(users.count)
+        // A page's devices share a destination or two: each name is parsed once.
+        var parsed: [String: Destination] = [:]
         for index in users.indices {
-            guard let environment = TenantConfiguration.Environment(rawValue: environments[index]) else {
-                throw .corruptRow("device row with unknown environment \(environments[index])")
+            let name = destinations[index]
+            guard let destination = parsed[name] ?? Destination(storedName: name) else {
+                throw .corruptRow("device row with unknown destination \(name)")
             }
+            parsed[name] = destination
             targets.append(
                 DeviceTarget(
-                    userID: users[index], token: tokens[index], environment: environment,
+                    userID: users[index], token: tokens[index], destination: destination,
                     timeZone: timeZones[index].isEmpty ? nil : timeZones[index]))
         }
         return targets

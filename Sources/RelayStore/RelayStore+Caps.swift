@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
@@ -34,7 +34,7 @@ extension RelayStore {
     ///
     /// - Throws: ``RelayStoreError/invalidArgument(_:)`` when `reads.known` has not one count per user; the
     ///   store's errors.
-    public func userPolicy(
+    package func userPolicy(
         tenant: String,
         users: [String],
         reading reads: UserPolicyReads,
@@ -108,7 +108,7 @@ extension RelayStore {
 extension RelayStore {
     /// Reads of fewer users count them all (``policyStatement``): planning the bounds costs more than counting a
     /// few users.
-    public static let boundedCountUsers = 100
+    package static let boundedCountUsers = 100
 
     /// The preferences, mutes and presence of users `$2` of tenant `$1` in force at `$3`, each part only when `$4`,
     /// `$5` or `$6` asks for it, as rows of the policy statements' nine columns.

@@ -1,4 +1,3 @@
-import APNs
 import Crypto
 import Foundation
 import Logging
@@ -6,17 +5,21 @@ import PostgresNIO
 
 extension RelayStore {
     /// What every secret starts with.
-    public static let credentialSecretPrefix = "prk_"
+    package static let credentialSecretPrefix = "prk_"
     /// How many characters of a secret are stored in clear (``CredentialRecord/prefix``) and used to find its row:
     /// `prk_` and 8 characters (48 of the secret's 256 random bits).
-    public static let credentialPrefixLength = 12
+    package static let credentialPrefixLength = 12
 
     /// Issues a new credential for `tenant` and returns its secret, which is never stored or shown again:
     /// the database keeps a random 16-byte salt and SHA-256(salt ‖ secret).
     ///
     /// - Throws: ``RelayStoreError/unknownTenant(_:)``.
-    public func issueCredential(tenant: String, name: String) async throws(RelayStoreError) -> IssuedCredential {
-        let secret = Self.credentialSecretPrefix + Base64URL.encode(Self.randomBytes(32))
+    package func issueCredential(tenant: String, name: String) async throws(RelayStoreError) -> IssuedCredential {
+        // base64url without padding: 43 characters of [A-Za-z0-9_-].
+        let random = Data(Self.randomBytes(32)).base64EncodedString()
+        let secret =
+            Self.credentialSecretPrefix
+            + String(random.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 }.filter { $0 != "=" })
         let prefix = String(secret.prefix(Self.credentialPrefixLength))
         let salt = Data(Self.randomBytes(16))
         let hash = Self.credentialHash(salt: salt, secret: secret)
@@ -46,7 +49,7 @@ extension RelayStore {
     ///
     /// Hashes are compared in constant time (every byte, no early exit), against every unrevoked credential with
     /// the secret's prefix; the result does not depend on which of them matched first.
-    public func verifyCredential(_ secret: String) async throws(RelayStoreError) -> VerifiedCredential? {
+    package func verifyCredential(_ secret: String) async throws(RelayStoreError) -> VerifiedCredential? {
         // Only the base64url alphabet can be a secret: anything else (a NUL PostgreSQL would refuse) matches nothing.
         guard secret.hasPrefix(Self.credentialSecretPrefix), secret.utf8.count > Self.credentialPrefixLength,
             secret.utf8.allSatisfy({ Self.isSecretByte($0) })
@@ -76,7 +79,7 @@ extension RelayStore {
 
     /// Whether credential `id` exists and is not revoked: a connection that authenticated with it asks
     /// again every few seconds, so that a revoke ends its rights.
-    public func credentialIsValid(id: String) async throws(RelayStoreError) -> Bool {
+    package func credentialIsValid(id: String) async throws(RelayStoreError) -> Bool {
         return try await mappingErrors {
             for try await _ in try await database.query(
                 "SELECT 1 FROM credentials WHERE id = \(id) AND revoked_at IS NULL", logger: logger
@@ -90,7 +93,7 @@ extension RelayStore {
     /// `tenant`'s credentials, oldest first, revoked ones included; never a secret or hash.
     ///
     /// - Throws: ``RelayStoreError/unknownTenant(_:)``.
-    public func listCredentials(tenant: String) async throws(RelayStoreError) -> [CredentialRecord] {
+    package func listCredentials(tenant: String) async throws(RelayStoreError) -> [CredentialRecord] {
         let logger = self.logger
         return try await mappingErrors {
             return try await database.withConnection { connection in
@@ -117,7 +120,7 @@ extension RelayStore {
     ///
     /// - Throws: ``RelayStoreError/unknownCredential(tenant:id:)`` when `tenant` has no such credential
     ///   (another tenant's credential included).
-    public func revokeCredential(tenant: String, id: String) async throws(RelayStoreError) {
+    package func revokeCredential(tenant: String, id: String) async throws(RelayStoreError) {
         var found = false
         try await mappingErrors {
             for try await _ in try await database.query(

@@ -1,7 +1,7 @@
-import APNs
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
+import PushRelayProtocol
 import Synchronization
 
 extension RelayStore {
@@ -11,7 +11,7 @@ extension RelayStore {
     /// A batch with a row outside every daily partition creates the missing days' partitions
     /// (``ensureDeliveryPartitions(around:daysAhead:daysBehind:)``) and is written again. Each batch is atomic.
     @discardableResult
-    public func recordDeliveries(
+    package func recordDeliveries(
         _ records: [DeliveryRecord],
         batchSize: Int = 5_000
     ) async throws(RelayStoreError) -> DeliveryWriteReport {
@@ -75,7 +75,7 @@ extension RelayStore {
     /// `daysAhead` days after it, in one statement, and returns the names of those it created
     /// (`deliveries_pYYYYMMDD`); existing ones are left alone. Safe to run from several processes at once.
     @discardableResult
-    public func ensureDeliveryPartitions(
+    package func ensureDeliveryPartitions(
         around: Date,
         daysAhead: Int = 7,
         daysBehind: Int = 1
@@ -103,7 +103,7 @@ extension RelayStore {
     /// Drops the daily partitions of `deliveries` whose whole day lies before `olderThan` (the retention
     /// cut-off) and returns their names, oldest first.
     @discardableResult
-    public func dropDeliveryPartitions(olderThan: Date) async throws(RelayStoreError) -> [String] {
+    package func dropDeliveryPartitions(olderThan: Date) async throws(RelayStoreError) -> [String] {
         return try await mappingErrors {
             var dropped: [String] = []
             for try await name in try await database.query(
@@ -117,7 +117,7 @@ extension RelayStore {
     }
 
     /// The names of the partitions of `deliveries`, oldest first.
-    public func deliveryPartitions() async throws(RelayStoreError) -> [String] {
+    package func deliveryPartitions() async throws(RelayStoreError) -> [String] {
         return try await mappingErrors {
             var names: [String] = []
             for try await name in try await database.query(
@@ -135,7 +135,7 @@ extension RelayStore {
 
     /// The attempts of job `job` in `tenant`, the latest first, at most `limit`, after `key` (the page before's last
     /// row) when given.
-    public func deliveries(
+    package func deliveries(
         tenant: String, job: String, limit: Int = 1_000, after key: DeliveryKey? = nil
     ) async throws(RelayStoreError) -> [DeliveryRecord] {
         try await deliveryRows(Self.jobDeliveries(tenant: tenant, job: job, limit: limit, after: key))
@@ -155,7 +155,7 @@ extension RelayStore {
     }
 
     /// The attempts to `user`'s devices in `tenant`, the latest first, at most `limit`, after `key` when given.
-    public func deliveries(
+    package func deliveries(
         tenant: String, user: String, limit: Int = 1_000, after key: DeliveryKey? = nil
     ) async throws(RelayStoreError) -> [DeliveryRecord] {
         var query = DeliveryQuery(tenant: tenant, key: key)
@@ -177,23 +177,23 @@ extension RelayStore {
     /// retention: `token_users`), by the index of their users' rows (`deliveries_user_hash`): there is no index on
     /// the token of a delivery. A row recorded for a pair no device ever held (only
     /// ``recordDeliveries(_:batchSize:)`` called directly writes one) is not found.
-    public func deliveries(
+    package func deliveries(
         tenant: String, token: String, limit: Int = 1_000, after key: DeliveryKey? = nil
     ) async throws(RelayStoreError) -> [DeliveryRecord] {
         var query = DeliveryQuery(tenant: tenant, key: key)
-        let token = query.bind(token.lowercased())
+        let token = query.bind(PushProvider.storedForms(of: token))
         let after = query.afterKey(of: "d")
         return try await deliveryRows(
             query.sql(
                 """
                 SELECT attempts.* FROM (
-                    SELECT user_id FROM token_users WHERE tenant_id = $1 AND token = \(token)
+                    SELECT user_id FROM token_users WHERE tenant_id = $1 AND token = ANY(\(token)::text[])
                     UNION
-                    SELECT user_id FROM devices WHERE tenant_id = $1 AND token = \(token)
+                    SELECT user_id FROM devices WHERE tenant_id = $1 AND token = ANY(\(token)::text[])
                 ) users CROSS JOIN LATERAL (
                     SELECT \(Self.deliveryColumns) FROM deliveries d
                     WHERE hashtextextended(d.user_id, 0) = hashtextextended(users.user_id, 0)
-                      AND d.user_id = users.user_id AND d.tenant_id = $1 AND d.token = \(token)
+                      AND d.user_id = users.user_id AND d.tenant_id = $1 AND d.token = ANY(\(token)::text[])
                       AND \(after)
                     ORDER BY \(DeliveryQuery.order(of: "d")) LIMIT \(limit)
                 ) attempts
@@ -203,7 +203,7 @@ extension RelayStore {
 
     /// The attempts in `tenant` sent from `from` (included) to `to` (excluded), the latest first, at most `limit`,
     /// after `key` when given.
-    public func deliveries(
+    package func deliveries(
         tenant: String, from: Date, to: Date, limit: Int = 1_000, after key: DeliveryKey? = nil
     ) async throws(RelayStoreError) -> [DeliveryRecord] {
         try await deliveryRows(Self.timeRangeDeliveries(tenant: tenant, from: from, to: to, limit: limit, after: key))
@@ -237,7 +237,7 @@ extension RelayStore {
     // MARK: - Helpers
 
     static let deliveryColumns = """
-        d.tenant_id, d.job_id, d.user_id, d.token, d.apns_id, d.outcome, d.reason, d.attempt::int8, d.sent_at, \
+        d.tenant_id, d.job_id, d.user_id, d.token, d.provider_message_id, d.outcome, d.reason, d.attempt::int8, d.sent_at, \
         d.answered_at, d.latency_ms::int8
         """
 
@@ -310,7 +310,8 @@ extension RelayStore {
                 }
                 records.append(
                     DeliveryRecord(
-                        tenantID: row.0, jobID: row.1, userID: row.2, token: row.3, apnsID: row.4, outcome: outcome,
+                        tenantID: row.0, jobID: row.1, userID: row.2, token: row.3, providerMessageID: row.4,
+                        outcome: outcome,
                         reason: row.6, attempt: row.7, sentAt: row.8, answeredAt: row.9, latencyMilliseconds: row.10))
             }
             return records
@@ -387,7 +388,7 @@ private struct DeliveryColumns {
     var jobID: [String] = []
     var userID: [String] = []
     var token: [String] = []
-    var apnsID: [String] = []
+    var providerMessageID: [String] = []
     var outcome: [String] = []
     var reason: [String] = []
     var attempt: [Int] = []
@@ -427,7 +428,7 @@ private struct DeliveryColumns {
         let latencyColumn = column(latency, type: "int8")
         let values = [
             column(tenantID, type: "text"), column(jobID, type: "text"), "NULLIF(\(column(userID, type: "text")), '')",
-            tokenColumn, "NULLIF(\(column(apnsID, type: "text")), '')", column(outcome, type: "text"),
+            tokenColumn, "NULLIF(\(column(providerMessageID, type: "text")), '')", column(outcome, type: "text"),
             "NULLIF(\(column(reason, type: "text")), '')", column(attempt, type: "int8"),
             column(sentAt, type: "timestamptz"),
             "CASE WHEN \(column(answered, type: "bool")) THEN \(column(answeredAt, type: "timestamptz")) END",
@@ -436,7 +437,7 @@ private struct DeliveryColumns {
         ]
         let insert = """
             INSERT INTO \(table) (
-                tenant_id, job_id, user_id, token, apns_id, outcome, reason, attempt, sent_at, answered_at,
+                tenant_id, job_id, user_id, token, provider_message_id, outcome, reason, attempt, sent_at, answered_at,
                 latency_ms, notification_type
             )
             SELECT \(values.joined(separator: ", "))
@@ -464,10 +465,9 @@ private struct DeliveryColumns {
             tenantID.append(record.tenantID)
             jobID.append(record.jobID)
             userID.append(record.userID ?? "")
-            // Tokens read from `devices` are lower-case already: no copy for them.
-            let hasUpperCase = record.token.utf8.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
-            token.append(hasUpperCase ? record.token.lowercased() : record.token)
-            apnsID.append(record.apnsID ?? "")
+            // As stored in `devices` (an APNs token lower-cased, any other as the provider gave it).
+            token.append(record.token)
+            providerMessageID.append(record.providerMessageID ?? "")
             outcome.append(record.outcome.rawValue)
             reason.append(record.reason ?? "")
             attempt.append(record.attempt)

@@ -1,7 +1,7 @@
-import APNs
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
+import PushRelayProtocol
 
 extension RelayStore {
     /// Registers a device under the tenant's token policy (read from `tenants.config`), in one statement.
@@ -23,18 +23,25 @@ extension RelayStore {
     ///   - registration: What the device sent.
     ///   - at: When the device registered (compared with stored registrations and Apple's timestamps).
     @discardableResult
-    public func registerDevice(
+    package func registerDevice(
         tenant: String,
         registration: DeviceRegistration,
         at: Date
     ) async throws(RelayStoreError) -> DeviceRegistrationResult {
-        let token = try Self.normalizedToken(registration.token)
+        let token: String
+        switch registration.provider.storedToken(registration.token) {
+        case .success(let stored): token = stored
+        case .failure(let refusal): throw .invalidDeviceRegistration(reason: refusal.message)
+        }
+        guard registration.provider.isWellFormed else {
+            throw .invalidDeviceRegistration(reason: "\"\(registration.provider)\" is not a provider name")
+        }
         guard !registration.userID.isEmpty else { throw .invalidDeviceRegistration(reason: "the user id is empty") }
         guard !registration.platform.isEmpty else {
             throw .invalidDeviceRegistration(reason: "the platform is empty")
         }
         let topics = Array(Set(registration.topics)).sorted()
-        var bindings = PostgresBindings(capacity: 15)
+        var bindings = PostgresBindings(capacity: 16)
         bindings.append(tenant)  // $1
         for policy in TenantConfiguration.TokenPolicy.allCases {  // $2, $3, $4
             bindings.append(Self.slot(policy: policy, registration: registration, token: token))
@@ -49,6 +56,7 @@ extension RelayStore {
         bindings.append(registration.timeZone)  // $12
         bindings.append(topics)  // $13
         bindings.append(at)  // $14
+        bindings.append(registration.provider.rawValue)  // $15
         let rows = try await mappingErrors {
             try await database.query(
                 PostgresQuery(unsafeSQL: Self.registration, binds: bindings), preparedAs: RegisterDevice.self,
@@ -123,7 +131,7 @@ extension RelayStore {
         let noDevice = """
             NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, NULL::text, \
             NULL::text, NULL::text[], NULL::bool, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, \
-            NULL::timestamptz
+            NULL::timestamptz, NULL::text
             """
         return """
             WITH tenant AS (
@@ -139,9 +147,9 @@ extension RelayStore {
             ), written AS (
                 INSERT INTO devices AS d (
                     tenant_id, slot, user_id, token, platform, environment, device_id, app_version, locale,
-                    time_zone, topics, active, registered_at, invalidated_at
+                    time_zone, topics, active, registered_at, invalidated_at, provider
                 )
-                SELECT $1, t.slot, $6, $5, $7, $8, $9, $10, $11, $12, $13, dead.at IS NULL, $14, dead.at
+                SELECT $1, t.slot, $6, $5, $7, $8, $9, $10, $11, $12, $13, dead.at IS NULL, $14, dead.at, $15
                 FROM tenant t CROSS JOIN dead LEFT JOIN previous p ON true
                 WHERE t.slot IS NOT NULL AND $13::text[] <@ t.topics
                 ON CONFLICT (tenant_id, slot) DO UPDATE SET
@@ -149,7 +157,7 @@ extension RelayStore {
                     environment = EXCLUDED.environment, device_id = EXCLUDED.device_id,
                     app_version = EXCLUDED.app_version, locale = EXCLUDED.locale, time_zone = EXCLUDED.time_zone,
                     topics = EXCLUDED.topics, active = EXCLUDED.active, registered_at = EXCLUDED.registered_at,
-                    invalidated_at = EXCLUDED.invalidated_at, updated_at = now()
+                    invalidated_at = EXCLUDED.invalidated_at, provider = EXCLUDED.provider, updated_at = now()
                 WHERE d.registered_at <= EXCLUDED.registered_at
                   AND NOT (d.token = EXCLUDED.token AND d.invalidated_at IS NOT NULL
                            AND EXCLUDED.registered_at <= d.invalidated_at)
@@ -195,12 +203,12 @@ extension RelayStore {
     /// once its row is gone: the same statement remembers the latest timestamp per token in `dead_tokens`
     /// (kept for the retention period, see ``maintain(retentionDays:now:)``).
     @discardableResult
-    public func deactivateDevice(
+    package func deactivateDevice(
         tenant: String,
         token: String,
         appleTimestamp: Date
     ) async throws(RelayStoreError) -> Int {
-        let token = try Self.normalizedToken(token)
+        let token = PushProvider.canonicalForm(of: token)
         return try await countRows(
             """
             WITH remembered AS (
@@ -219,16 +227,17 @@ extension RelayStore {
 
     /// Deletes every device of `tenant` with `token` (the app unregistered it); returns how many rows it deleted.
     @discardableResult
-    public func unregisterDevice(tenant: String, token: String) async throws(RelayStoreError) -> Int {
-        let token = try Self.normalizedToken(token)
+    package func unregisterDevice(tenant: String, token: String) async throws(RelayStoreError) -> Int {
+        let forms = PushProvider.storedForms(of: token)
         return try await countRows(
-            "DELETE FROM devices WHERE tenant_id = \(tenant) AND token = \(token) RETURNING 1::int8"
+            "DELETE FROM devices WHERE tenant_id = \(tenant) AND token = ANY(\(forms)::text[]) RETURNING 1::int8"
         )
     }
 
     /// Deletes every device of `user` on `platform` in `tenant` (a logout); returns how many rows it deleted.
     @discardableResult
-    public func unregisterDevices(tenant: String, user: String, platform: String) async throws(RelayStoreError) -> Int {
+    package func unregisterDevices(tenant: String, user: String, platform: String) async throws(RelayStoreError) -> Int
+    {
         try await countRows(
             """
             DELETE FROM devices
@@ -240,7 +249,7 @@ extension RelayStore {
 
     /// The devices of `user` in `tenant`, active or not, the most recently registered first (then by token,
     /// descending), at most `limit`, after `key` (the page before's last device) when given.
-    public func devices(
+    package func devices(
         tenant: String, user: String, limit: Int = 1_000, after key: DeviceKey? = nil
     ) async throws(RelayStoreError) -> [DeviceRecord] {
         let micros = key?.registeredAtMicroseconds ?? 0
@@ -261,14 +270,14 @@ extension RelayStore {
     }
 
     /// The devices of `tenant` holding `token` (several only under `per_user_token_platform_environment`).
-    public func devices(tenant: String, token: String) async throws(RelayStoreError) -> [DeviceRecord] {
-        let token = try Self.normalizedToken(token)
+    package func devices(tenant: String, token: String) async throws(RelayStoreError) -> [DeviceRecord] {
+        let forms = PushProvider.storedForms(of: token)
         return try await mappingErrors {
             return try await Self.deviceRows(
                 database.query(
                     """
                     SELECT \(unescaped: Self.deviceColumns) FROM devices
-                    WHERE tenant_id = \(tenant) AND token = \(token)
+                    WHERE tenant_id = \(tenant) AND token = ANY(\(forms)::text[])
                     ORDER BY registered_at DESC, user_id
                     """,
                     logger: logger
@@ -279,8 +288,8 @@ extension RelayStore {
 
     /// Apple's latest invalidation timestamp for `token` in `tenant`, remembered by
     /// ``deactivateDevice(tenant:token:appleTimestamp:)`` even after the token's rows are gone; `nil` if none.
-    public func deadTokenTimestamp(tenant: String, token: String) async throws(RelayStoreError) -> Date? {
-        let token = try Self.normalizedToken(token)
+    package func deadTokenTimestamp(tenant: String, token: String) async throws(RelayStoreError) -> Date? {
+        let token = PushProvider.canonicalForm(of: token)
         return try await mappingErrors {
             for try await invalidatedAt in try await database.query(
                 "SELECT invalidated_at FROM dead_tokens WHERE tenant_id = \(tenant) AND token = \(token)",
@@ -296,23 +305,13 @@ extension RelayStore {
 
     typealias DeviceColumns = (
         String, String, String, String, String, String?, String?, String?, String?, [String], Bool, Date, Date?,
-        Date, Date
+        Date, Date, String
     )
 
     static let deviceColumns = """
         tenant_id, user_id, token, platform, environment, device_id, app_version, locale, time_zone, topics, \
-        active, registered_at, invalidated_at, created_at, updated_at
+        active, registered_at, invalidated_at, created_at, updated_at, provider
         """
-
-    /// A token as stored: trimmed, lower-cased, non-empty hex of even length.
-    static func normalizedToken(_ token: String) throws(RelayStoreError) -> String {
-        let normalized = token.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-        let isHex = normalized.unicodeScalars.allSatisfy { ("0"..."9").contains($0) || ("a"..."f").contains($0) }
-        guard !normalized.isEmpty, isHex, normalized.count.isMultiple(of: 2), normalized.count <= 400 else {
-            throw .invalidDeviceRegistration(reason: "the token \"\(token)\" is not a device token in hex")
-        }
-        return normalized
-    }
 
     /// The unique key of the row a registration writes under `policy`: a JSON array, so no separator can be
     /// forged by a user id.
@@ -338,10 +337,10 @@ extension RelayStore {
             throw .corruptRow("device row with unknown environment \(columns.4)")
         }
         return DeviceRecord(
-            tenantID: columns.0, userID: columns.1, token: columns.2, platform: columns.3, environment: environment,
-            deviceID: columns.5, appVersion: columns.6, locale: columns.7, timeZone: columns.8, topics: columns.9,
-            active: columns.10, registeredAt: columns.11, invalidatedAt: columns.12, createdAt: columns.13,
-            updatedAt: columns.14)
+            tenantID: columns.0, userID: columns.1, token: columns.2, provider: PushProvider(rawValue: columns.15),
+            platform: columns.3, environment: environment, deviceID: columns.5, appVersion: columns.6,
+            locale: columns.7, timeZone: columns.8, topics: columns.9, active: columns.10, registeredAt: columns.11,
+            invalidatedAt: columns.12, createdAt: columns.13, updatedAt: columns.14)
     }
 
     /// The device in `row`'s columns from `first` on, in ``deviceColumns``' order.
@@ -352,7 +351,7 @@ extension RelayStore {
         return try device(
             from: (
                 cell(0), cell(1), cell(2), cell(3), cell(4), cell(5), cell(6), cell(7), cell(8), cell(9), cell(10),
-                cell(11), cell(12), cell(13), cell(14)
+                cell(11), cell(12), cell(13), cell(14), cell(15)
             ))
     }
 

@@ -5,7 +5,7 @@ import PostgresNIO
 extension RelayStore {
     /// The devices of a job that wait for their provider (held pages still open), with why they wait. Counted
     /// distinct: a held page being sent has already written its devices' next page.
-    public func heldDevices(tenant: String, jobID: String) async throws(RelayStoreError) -> (
+    package func heldDevices(tenant: String, jobID: String) async throws(RelayStoreError) -> (
         devices: Int, reason: String?
     ) {
         guard let uuid = UUID(uuidString: jobID) else { return (0, nil) }
@@ -27,7 +27,7 @@ extension RelayStore {
     /// Every tenant's held devices, by environment and reason: how many (distinct: a held page being sent has
     /// already written its devices' next page), since when the oldest waits, and the next attempt. Reads the held
     /// pages' partial index only: nothing while no device is held.
-    public func heldDeliveries() async throws(RelayStoreError) -> [HeldDeliveries] {
+    package func heldDeliveries() async throws(RelayStoreError) -> [HeldDeliveries] {
         var summary: [HeldDeliveries] = []
         try await mappingErrors {
             for try await (tenant, environment, reason, devices, oldest, next) in try await database.query(
@@ -51,7 +51,7 @@ extension RelayStore {
     /// Makes `tenant`'s held pages due now (its provider came back, or its configuration was fixed), so they go
     /// out without waiting for their backoff; returns how many pages.
     @discardableResult
-    public func retryHeldPagesNow(tenant: String, environment: String) async throws(RelayStoreError) -> Int {
+    package func retryHeldPagesNow(tenant: String, environment: String) async throws(RelayStoreError) -> Int {
         try await countRows(
             """
             UPDATE job_pages SET due_at = now()

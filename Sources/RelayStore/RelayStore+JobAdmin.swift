@@ -1,11 +1,11 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 extension RelayStore {
     /// Cancels a job that is not finished: nothing more is handed out (pages being sent finish).
     /// Returns the job as it is afterwards, or `nil` when the tenant has no such job.
-    public func cancelJob(tenant: String, id: String) async throws(RelayStoreError) -> JobRecord? {
+    package func cancelJob(tenant: String, id: String) async throws(RelayStoreError) -> JobRecord? {
         guard let uuid = UUID(uuidString: id) else { return nil }
         _ = try await countRows(
             """
@@ -25,7 +25,7 @@ extension RelayStore {
     }
 
     /// The job with how many of its pages are due and not done, and how many wait for later.
-    public func jobProgress(tenant: String, id: String) async throws(RelayStoreError) -> JobProgress? {
+    package func jobProgress(tenant: String, id: String) async throws(RelayStoreError) -> JobProgress? {
         guard let job = try await job(tenant: tenant, id: id), let uuid = UUID(uuidString: id) else { return nil }
         return try await mappingErrors {
             for try await (planned, due, later) in try await database.query(
@@ -46,7 +46,7 @@ extension RelayStore {
     /// The devices of a job's pages that wait for a later time (deferred by quiet hours, local-time sends, or held
     /// while their provider could not take them: then with why they wait); a topic range page's devices as
     /// registered now.
-    public func laterDevices(tenant: String, id: String) async throws(RelayStoreError) -> [LaterDevice] {
+    package func laterDevices(tenant: String, id: String) async throws(RelayStoreError) -> [LaterDevice] {
         guard let uuid = UUID(uuidString: id) else { return [] }
         var devices: [LaterDevice] = []
         try await mappingErrors {
@@ -79,7 +79,7 @@ extension RelayStore {
     /// the first one ran late, after the caller had given up at the store's call deadline). Returns how many
     /// jobs it completed.
     @discardableResult
-    public func completeFinishedJobs() async throws(RelayStoreError) -> Int {
+    package func completeFinishedJobs() async throws(RelayStoreError) -> Int {
         try await countRows("\(unescaped: Self.completeDoneJobs) RETURNING 1::int8")
     }
 
@@ -108,7 +108,7 @@ extension RelayStore {
 extension RelayStore {
     /// The fan-out queue's depth for metrics: pages due and not done (pending or leased, of running jobs),
     /// and the due time of the oldest pending due page nobody has claimed (`nil` when there is none).
-    public func pagesDue() async throws(RelayStoreError) -> (due: Int, oldestUnclaimedDueAt: Date?) {
+    package func pagesDue() async throws(RelayStoreError) -> (due: Int, oldestUnclaimedDueAt: Date?) {
         return try await mappingErrors {
             for try await (due, oldest) in try await database.query(
                 """

@@ -1,11 +1,11 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 extension RelayStore {
     /// How long an idempotency key is remembered (24 hours): a job created with a key the tenant used less
     /// than this long ago answers the earlier job.
-    public static let idempotencyWindow: Duration = .seconds(86_400)
+    package static let idempotencyWindow: Duration = .seconds(86_400)
 
     /// Accepts a job, or answers the tenant's earlier job with the same idempotency key.
     ///
@@ -28,7 +28,7 @@ extension RelayStore {
     ///     ``claimJobForPlanning(owner:lease:)`` would: it plans the job without claiming it. A job scheduled for
     ///     later, or a duplicate, is not leased.
     ///   - planningLease: How long `planner` holds the new job before another planner may take it.
-    public func createJob(
+    package func createJob(
         tenant: String,
         notificationType: String,
         idempotencyKey: String?,
@@ -108,7 +108,7 @@ extension RelayStore {
 
     /// The job `id` of `tenant`, or `nil` when the tenant has no such job (another tenant's id, or an id that
     /// is not a UUID).
-    public func job(tenant: String, id: String) async throws(RelayStoreError) -> JobRecord? {
+    package func job(tenant: String, id: String) async throws(RelayStoreError) -> JobRecord? {
         guard let uuid = UUID(uuidString: id) else { return nil }
         return try await jobRows(
             "SELECT \(unescaped: Self.jobColumns) FROM jobs j WHERE tenant_id = \(tenant) AND id = \(uuid)"
@@ -125,7 +125,7 @@ extension RelayStore {
     /// - Throws: ``RelayStoreError/unknownJob(tenant:id:)`` when `tenant` has no job `id`;
     ///   ``RelayStoreError/invalidArgument(_:)`` for a negative or oversized count.
     @discardableResult
-    public func updateJob(
+    package func updateJob(
         tenant: String,
         id: String,
         state: JobState,
@@ -222,7 +222,7 @@ extension RelayStore {
     /// The due time of the oldest job that is due and not planned yet, with no planner holding it
     /// (`accepted` or `scheduled`, its send time past, its planning lease absent or run out); `nil` when
     /// there is none. With ``pagesDue()`` it gives the scheduled-job lag: work due that nobody is doing.
-    public func oldestUnclaimedDueJob() async throws(RelayStoreError) -> Date? {
+    package func oldestUnclaimedDueJob() async throws(RelayStoreError) -> Date? {
         return try await mappingErrors {
             for try await (oldest, ) in try await database.query(
                 """

@@ -1,5 +1,4 @@
-import APNs
-public import Crypto
+package import Crypto
 import Foundation
 import Logging
 import PostgresNIO
@@ -13,38 +12,42 @@ extension RelayStore {
     /// `NOTIFY pushrelay_keys, '<tenant id>'` in the same transaction as the change, so a listener sees it only
     /// once it is committed. A running relay can `LISTEN pushrelay_keys` and reload that tenant's keys
     /// (``loadSigningKeys(tenant:masterKey:)``), rebuilding only that tenant's pools.
-    public static let keyChangeChannel = "pushrelay_keys"
+    package static let keyChangeChannel = "pushrelay_keys"
 
-    /// Checks a `.p8` key as APNs will use it: a PKCS#8 P-256 private key whose ES256 provider token verifies
-    /// with its public key. Returns the key, its PKCS#8 DER and its fingerprint.
+    /// Checks a `.p8` key as APNs will use it: Apple's 10-character key and team ids, and a PEM `PRIVATE KEY`
+    /// (PKCS#8) of a P-256 key whose ES256 signature verifies with its public key. Returns its PKCS#8 DER and its
+    /// fingerprint.
     static func checkSigningKey(
         p8PEM: String, keyID: String, teamID: String
-    ) throws(RelayStoreError) -> (key: APNsSigningKey, der: Data, fingerprint: String) {
-        let key: APNsSigningKey
-        do {
-            key = try APNsSigningKey(pem: p8PEM, keyID: keyID, teamID: teamID)
-        } catch {
-            throw .invalidSigningKey(reason: error.description)
+    ) throws(RelayStoreError) -> (der: Data, fingerprint: String) {
+        for (field, value) in [("key id", keyID), ("team id", teamID)] where !isAppleIdentifier(value) {
+            throw .invalidSigningKey(reason: "the \(field) \"\(value)\" is not 10 upper-case letters and digits")
         }
-        let token = key.makeToken(issuedAt: Date())
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let signatureBytes = Base64URL.decode(parts[2]),
-            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
-            key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
-        else {
-            throw .invalidSigningKey(reason: "a provider token signed with it does not verify")
+        guard p8PEM.contains("-----BEGIN PRIVATE KEY-----") else {
+            throw .invalidSigningKey(reason: "not a PEM PRIVATE KEY (PKCS#8), as Apple's .p8 files are")
         }
-        let der: Data
+        let key: P256.Signing.PrivateKey
         do {
-            der = try P256.Signing.PrivateKey(pemRepresentation: p8PEM).derRepresentation
+            key = try P256.Signing.PrivateKey(pemRepresentation: p8PEM)
         } catch {
             throw .invalidSigningKey(reason: "key is not a P-256 (ES256) private key: \(error)")
         }
-        return (key, der, fingerprint(of: key.publicKey))
+        let probe = Data("pushrelay signing key check \(keyID).\(teamID)".utf8)
+        guard let signature = try? key.signature(for: probe), key.publicKey.isValidSignature(signature, for: probe)
+        else {
+            throw .invalidSigningKey(reason: "a signature made with it does not verify")
+        }
+        return (key.derRepresentation, fingerprint(of: key.publicKey))
+    }
+
+    /// Whether `value` has the form of Apple's key and team ids: 10 upper-case ASCII letters and digits.
+    private static func isAppleIdentifier(_ value: String) -> Bool {
+        value.utf8.count == 10
+            && value.utf8.allSatisfy { $0 &- UInt8(ascii: "A") < 26 || $0 &- UInt8(ascii: "0") < 10 }
     }
 
     /// The fingerprint ``SigningKeyRecord/fingerprint`` shows for `publicKey`.
-    public static func fingerprint(of publicKey: P256.Signing.PublicKey) -> String {
+    package static func fingerprint(of publicKey: P256.Signing.PublicKey) -> String {
         hexString(SHA256.hash(data: publicKey.derRepresentation).prefix(16))
     }
 
@@ -60,7 +63,7 @@ extension RelayStore {
     /// - Throws: ``RelayStoreError/invalidSigningKey(reason:)``, ``RelayStoreError/unknownTenant(_:)``,
     ///   ``RelayStoreError/duplicateSigningKey(tenant:keyID:)``.
     @discardableResult
-    public func addSigningKey(
+    package func addSigningKey(
         tenant: String,
         p8PEM: String,
         keyID: String,
@@ -80,7 +83,7 @@ extension RelayStore {
     /// - Parameter environment: The new key's environments; the old key's when `nil`.
     /// - Throws: as `addSigningKey`, and ``RelayStoreError/unknownSigningKey(tenant:keyID:)`` for `oldKeyID`.
     @discardableResult
-    public func rotateSigningKey(
+    package func rotateSigningKey(
         tenant: String,
         oldKeyID: String,
         p8PEM: String,
@@ -97,7 +100,7 @@ extension RelayStore {
     /// Marks `keyID` of `tenant` as ``SigningKeyStatus/retired``: the relay no longer uses it.
     ///
     /// - Throws: ``RelayStoreError/unknownSigningKey(tenant:keyID:)``.
-    public func retireSigningKey(tenant: String, keyID: String) async throws(RelayStoreError) {
+    package func retireSigningKey(tenant: String, keyID: String) async throws(RelayStoreError) {
         try await changeSigningKey(
             tenant: tenant, keyID: keyID,
             """
@@ -110,7 +113,7 @@ extension RelayStore {
     /// Deletes `keyID` of `tenant`, sealed bytes and all.
     ///
     /// - Throws: ``RelayStoreError/unknownSigningKey(tenant:keyID:)``.
-    public func removeSigningKey(tenant: String, keyID: String) async throws(RelayStoreError) {
+    package func removeSigningKey(tenant: String, keyID: String) async throws(RelayStoreError) {
         try await changeSigningKey(
             tenant: tenant, keyID: keyID,
             "DELETE FROM signing_keys WHERE tenant_id = \(tenant) AND key_id = \(keyID) RETURNING key_id")
@@ -119,7 +122,7 @@ extension RelayStore {
     /// The metadata of `tenant`'s signing keys, newest first; never the keys themselves.
     ///
     /// - Throws: ``RelayStoreError/unknownTenant(_:)`` when there is no such tenant.
-    public func listSigningKeys(tenant: String) async throws(RelayStoreError) -> [SigningKeyRecord] {
+    package func listSigningKeys(tenant: String) async throws(RelayStoreError) -> [SigningKeyRecord] {
         try await signingKeyRows(tenant: tenant).map(\.record)
     }
 
@@ -127,7 +130,7 @@ extension RelayStore {
     ///
     /// - Throws: ``RelayStoreError/wrongMasterKey(tenant:keyID:)`` when `masterKey` does not open a key,
     ///   ``RelayStoreError/unknownTenant(_:)``.
-    public func loadSigningKeys(tenant: String, masterKey: MasterKey) async throws(RelayStoreError)
+    package func loadSigningKeys(tenant: String, masterKey: MasterKey) async throws(RelayStoreError)
         -> [UnsealedSigningKey]
     {
         var keys: [UnsealedSigningKey] = []
@@ -138,14 +141,7 @@ extension RelayStore {
             else {
                 throw .wrongMasterKey(tenant: record.tenantID, keyID: record.keyID)
             }
-            do {
-                let privateKey = try P256.Signing.PrivateKey(derRepresentation: der)
-                let key = try APNsSigningKey(privateKey: privateKey, keyID: record.keyID, teamID: record.teamID)
-                keys.append(UnsealedSigningKey(record: record, key: key))
-            } catch {
-                throw .invalidSigningKey(
-                    reason: "stored key \(record.keyID) of \(record.tenantID) is unusable: \(error)")
-            }
+            keys.append(UnsealedSigningKey(record: record, kind: .apnsP8, material: der))
         }
         return keys
     }

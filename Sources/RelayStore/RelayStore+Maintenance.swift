@@ -1,10 +1,10 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 extension RelayStore {
     /// How many days ahead of today ``maintain(retentionDays:now:)`` keeps delivery partitions ready.
-    public static let maintenanceDaysAhead = 2
+    package static let maintenanceDaysAhead = 2
 
     /// The periodic upkeep of every tenant's data; safe to run from several processes at once, and again at any
     /// time (run it at least daily, and at start-up).
@@ -21,7 +21,7 @@ extension RelayStore {
     ///   - retentionDays: How many days of deliveries, finished jobs and dead tokens to keep; at least 1.
     ///   - now: The current time (tests give another).
     @discardableResult
-    public func maintain(retentionDays: Int, now: Date = Date()) async throws(RelayStoreError) -> MaintenanceReport {
+    package func maintain(retentionDays: Int, now: Date = Date()) async throws(RelayStoreError) -> MaintenanceReport {
         guard retentionDays >= 1 else {
             throw .invalidArgument("the retention must be at least 1 day, not \(retentionDays)")
         }

@@ -3,7 +3,7 @@ import PostgresNIO
 
 extension RelayStore {
     /// How long a relay's heartbeat counts it as live: a few missed beats (``heartbeat(node:)`` every 2 s).
-    public static let nodeLiveness: Duration = .seconds(15)
+    package static let nodeLiveness: Duration = .seconds(15)
 
     /// Rows of relays whose heartbeat is older than this are deleted.
     static let nodeForgetAfter: Duration = .seconds(3_600)
@@ -11,7 +11,7 @@ extension RelayStore {
     /// Records that relay `node` is alive now, forgets relays silent for an hour, and returns how many
     /// relays (this one included) have beaten within ``nodeLiveness`` and, per tenant, the pages whose
     /// lease is held now: by `node` (its fan-out worker's lease owner name) and by every relay.
-    public func heartbeat(node: String) async throws(RelayStoreError) -> NodeHeartbeat {
+    package func heartbeat(node: String) async throws(RelayStoreError) -> NodeHeartbeat {
         return try await mappingErrors {
             try await database.query(
                 """
@@ -49,7 +49,7 @@ extension RelayStore {
     }
 
     /// Removes relay `node`'s row: it stops, and no longer takes a share of the tenants' rates.
-    public func removeNode(_ node: String) async throws(RelayStoreError) {
+    package func removeNode(_ node: String) async throws(RelayStoreError) {
         try await mappingErrors {
             try await database.query("DELETE FROM relay_nodes WHERE id = \(node)", logger: logger)
         }

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
@@ -7,7 +7,7 @@ extension RelayStore {
     /// lease ran out (its process died or stalled), taken in `order`: the first listed tenant with a due page
     /// after the unlisted ones, its jobs' opening pages first, then by due time. Pages of cancelled jobs, and of
     /// disabled tenants (they wait until the tenant is enabled again), are not handed out.
-    public func claimJobPage(
+    package func claimJobPage(
         owner: String, lease: Duration, order: PageClaimOrder = PageClaimOrder()
     ) async throws(RelayStoreError) -> JobPage? {
         return try await mappingErrors {
@@ -60,7 +60,7 @@ extension RelayStore {
     }
 
     /// Extends `owner`'s lease on a page; `false` when the lease was lost (another process has the page).
-    public func renewJobPageLease(_ page: JobPage, owner: String, lease: Duration) async throws(RelayStoreError)
+    package func renewJobPageLease(_ page: JobPage, owner: String, lease: Duration) async throws(RelayStoreError)
         -> Bool
     {
         guard let uuid = UUID(uuidString: page.jobID) else { return false }
@@ -81,7 +81,7 @@ extension RelayStore {
     /// The same statement completes the job when every other page is done as it sees them, so the last page of a
     /// job ends it in one round trip; when it did not (another page finished at the same moment, unseen), a
     /// second statement looks again once the first is committed.
-    public func completeJobPage(
+    package func completeJobPage(
         _ page: JobPage, owner: String, counts: JobPageCounts, lastRows: [DeliveryRecord] = []
     ) async throws(RelayStoreError) {
         guard let uuid = UUID(uuidString: page.jobID) else {
@@ -108,7 +108,7 @@ extension RelayStore {
     /// provider could not take them. A hold is written once per page it comes from (`fromPage`) and environment:
     /// writing it again (the page was claimed again after its sender died or stopped) changes nothing, so its
     /// devices are not held, and sent, twice.
-    public func deferJobDevices(
+    package func deferJobDevices(
         jobID: String,
         tenant: String,
         dueAt: Date,
@@ -148,7 +148,7 @@ extension RelayStore {
     /// The recorded outcome of each of `tokens` that already has a delivery row for the job (a page taken
     /// over from a process that died sends only to the others). A `deferred` row does not count: the device
     /// waits for its send.
-    public func recordedOutcomes(tenant: String, jobID: String, tokens: [String]) async throws(RelayStoreError)
+    package func recordedOutcomes(tenant: String, jobID: String, tokens: [String]) async throws(RelayStoreError)
         -> [String: DeliveryOutcome]
     {
         var found: [String: DeliveryOutcome] = [:]

@@ -1,6 +1,7 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
+import PushRelayProtocol
 
 extension RelayStore {
     /// Leases one job that is due and not yet planned (or whose planner's lease ran out) to `owner` for
@@ -8,7 +9,7 @@ extension RelayStore {
     /// and then calls ``finishPlanning(jobID:owner:)``. Jobs are taken with `FOR UPDATE SKIP LOCKED`, so
     /// several processes plan different jobs, in `tenants`' order (least served first; a tenant not listed before
     /// all of them), then oldest first. A disabled tenant's jobs wait until it is enabled again.
-    public func claimJobForPlanning(
+    package func claimJobForPlanning(
         owner: String, lease: Duration, tenants: [String] = []
     ) async throws(RelayStoreError) -> JobRecord? {
         return try await mappingErrors {
@@ -43,7 +44,7 @@ extension RelayStore {
     ///
     /// - Returns: the page as leased to `owner` when this call wrote it leased; else `nil`.
     @discardableResult
-    public func addJobPage(
+    package func addJobPage(
         jobID: String,
         tenant: String,
         page: Int,
@@ -89,7 +90,7 @@ extension RelayStore {
     /// is written when no device is found; a page written before (a planner that took over) is left as it is.
     /// With `owner`, a page this call writes is leased to it at once for `lease` (its first claim). Only devices
     /// subscribed to every topic of `subscribedTo` are read (a notification type with a `subscription`).
-    public func addListedJobPage(
+    package func addListedJobPage(
         jobID: String,
         tenant: String,
         page: Int,
@@ -110,7 +111,7 @@ extension RelayStore {
         case .tokens(let tokens):
             return try await addListedJobPage(
                 uuid, tenant: tenant, page: page, dueAt: dueAt, selection: "token",
-                values: Self.normalizedTokens(tokens),
+                values: Self.storedForms(of: tokens),
                 excludedUsers: excludedUsers, topics: topics, owner: owner, lease: lease,
                 preparedAs: AddTokensJobPage.self)
         }
@@ -129,7 +130,8 @@ extension RelayStore {
                 WITH page AS (
                     SELECT coalesce(array_agg(user_id ORDER BY token, user_id), '{}') AS users,
                            coalesce(array_agg(token ORDER BY token, user_id), '{}') AS tokens,
-                           coalesce(array_agg(environment ORDER BY token, user_id), '{}') AS environments,
+                           coalesce(array_agg(\(unescaped: Destination.deviceColumn) ORDER BY token, user_id), '{}')
+                               AS destinations,
                            coalesce(array_agg(coalesce(time_zone, '') ORDER BY token, user_id), '{}') AS time_zones
                     FROM devices
                     WHERE tenant_id = \(tenant) AND active AND \(unescaped: selection) = ANY(\(values)::text[])
@@ -147,16 +149,16 @@ extension RelayStore {
                     ON CONFLICT (job_id, page) DO NOTHING
                     RETURNING 1
                 )
-                SELECT p.users, p.tokens, p.environments, p.time_zones, EXISTS (SELECT 1 FROM written) FROM page p
+                SELECT p.users, p.tokens, p.destinations, p.time_zones, EXISTS (SELECT 1 FROM written) FROM page p
                 """,
                 preparedAs: name, logger: logger
             )
             guard let row = rows.first else { return ListedPageWrite(devices: []) }
-            let (users, tokens, environments, timeZones, written) = try row.decode(
+            let (users, tokens, destinations, timeZones, written) = try row.decode(
                 ([String], [String], [String], [String], Bool).self)
             var write = ListedPageWrite(
                 devices: try Self.targets(
-                    users: users, tokens: tokens, environments: environments, timeZones: timeZones))
+                    users: users, tokens: tokens, destinations: destinations, timeZones: timeZones))
             if written, owner != nil {
                 write.leased = JobPage(
                     jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: tokens,
@@ -187,7 +189,7 @@ extension RelayStore {
     ///   token (the next page's `after`; the stored one when the page stood), the devices read (fewer than
     ///   `limit`: the topic is done, unless the page stood), the devices counted in the page and, when the page is
     ///   new and leased to `owner` or `withDevices` asks, its devices.
-    public func addTopicJobPage(
+    package func addTopicJobPage(
         jobID: String,
         tenant: String,
         page: Int,
@@ -202,9 +204,9 @@ extension RelayStore {
     ) async throws(RelayStoreError) -> TopicPageWrite? {
         guard limit > 0 else { throw .invalidArgument("the page size \(limit) is not positive") }
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
-        let after = after?.lowercased() ?? ""
+        let after = after ?? ""
         return try await mappingErrors {
-            for try await (lastToken, devicesRead, pageDevices, stood, isNew, users, tokens, environments, timeZones)
+            for try await (lastToken, devicesRead, pageDevices, stood, isNew, users, tokens, destinations, timeZones)
                 in try await database.query(
                     """
                     WITH selected AS MATERIALIZED (
@@ -236,7 +238,7 @@ extension RelayStore {
                          (SELECT (SELECT range_last FROM job_pages WHERE job_id = \(uuid) AND page = \(page)) AS last) s,
                          LATERAL (
                         SELECT coalesce(array_agg(user_id), '{}'), coalesce(array_agg(token), '{}'),
-                               coalesce(array_agg(environment), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
+                               coalesce(array_agg(destination), '{}'), coalesce(array_agg(coalesce(time_zone, '')), '{}')
                         FROM (
                             SELECT * FROM selected
                             WHERE \(owner != nil || withDevices) AND user_id <> ALL(\(excludedUsers)::text[])
@@ -252,7 +254,7 @@ extension RelayStore {
                     lastToken: lastToken, devicesRead: devicesRead, stood: stood, pageDevices: pageDevices)
                 if isNew, owner != nil || withDevices {
                     let devices = try Self.targets(
-                        users: users, tokens: tokens, environments: environments, timeZones: timeZones)
+                        users: users, tokens: tokens, destinations: destinations, timeZones: timeZones)
                     if owner != nil {
                         let page = JobPage(
                             jobID: uuid.uuidString.lowercased(), page: page, tenantID: tenant, dueAt: dueAt, tokens: [],
@@ -274,7 +276,7 @@ extension RelayStore {
     /// users without devices now), so it writes the devices they do not hold as pages after them, instead of
     /// writing its pages again over the same numbers. Every token comes back at once: a planner that takes over a
     /// job of a million listed devices holds a million tokens while it plans.
-    public func listedPagesWritten(jobID: String) async throws(RelayStoreError) -> ListedPagesWritten? {
+    package func listedPagesWritten(jobID: String) async throws(RelayStoreError) -> ListedPagesWritten? {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         return try await mappingErrors {
             for try await (lastPage, tokens) in try await database.query(
@@ -294,7 +296,7 @@ extension RelayStore {
     /// Ends `owner`'s planning lease on a job it has not planned, so that any planner claims it at once (a
     /// process stopping with a job handed to it and not planned yet). Returns `false` when `owner` did not hold it.
     @discardableResult
-    public func releasePlanning(jobID: String, owner: String) async throws(RelayStoreError) -> Bool {
+    package func releasePlanning(jobID: String, owner: String) async throws(RelayStoreError) -> Bool {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         return try await countRows(
             """
@@ -308,7 +310,7 @@ extension RelayStore {
     /// Extends `owner`'s planning lease on a job it is still planning by `lease` from now, so that a planning
     /// that lasts longer than one lease is not taken over. Returns `false` when `owner` no longer holds it.
     @discardableResult
-    public func renewPlanningLease(jobID: String, owner: String, lease: Duration) async throws(RelayStoreError)
+    package func renewPlanningLease(jobID: String, owner: String, lease: Duration) async throws(RelayStoreError)
         -> Bool
     {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
@@ -324,7 +326,7 @@ extension RelayStore {
     /// Marks a job planned by `owner`: `running`, or `completed` at once when it has no page left to send.
     /// Returns `false` when `owner` no longer holds the planning lease (another planner took over).
     @discardableResult
-    public func finishPlanning(jobID: String, owner: String) async throws(RelayStoreError) -> Bool {
+    package func finishPlanning(jobID: String, owner: String) async throws(RelayStoreError) -> Bool {
         guard let uuid = UUID(uuidString: jobID) else { throw .invalidArgument("malformed job id \(jobID)") }
         let updated = try await countRows(
             """

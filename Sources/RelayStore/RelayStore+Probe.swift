@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -16,7 +16,7 @@ extension RelayStore {
     /// - Throws: ``RelayStoreError/Code/loginRefused`` with PostgreSQL's own message (no such role or database, a
     ///   wrong password); ``RelayStoreError/Code/databaseUnavailable`` when nothing answers there (connection
     ///   refused, no socket file, no answer within `timeout`) or the server cannot take a session now.
-    public static func probe(
+    package static func probe(
         configuration: Configuration,
         timeout: Duration = .seconds(4),
         logger: Logger

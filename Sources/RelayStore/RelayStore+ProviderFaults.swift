@@ -1,25 +1,25 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 /// A provider's refusal of a tenant's configuration (its key, team or topic) for one environment, as the relay
 /// that met it last reported it: delivery to that destination is held until it is fixed.
-public struct ProviderFaultRecord: Sendable, Hashable {
+package struct ProviderFaultRecord: Sendable, Hashable {
     /// The tenant.
-    public var tenantID: String
+    package var tenantID: String
     /// The environment (an APNs environment's raw value).
-    public var environment: String
+    package var environment: String
     /// The provider's reason (`InvalidProviderToken`, `BadTopic`, ...).
-    public var reason: String
+    package var reason: String
     /// What to fix, in a sentence.
-    public var detail: String
+    package var detail: String
     /// When it was first met.
-    public var since: Date
+    package var since: Date
     /// The relay that reported it.
-    public var relay: String
+    package var relay: String
 
     /// A fault with these fields.
-    public init(tenantID: String, environment: String, reason: String, detail: String, since: Date, relay: String) {
+    package init(tenantID: String, environment: String, reason: String, detail: String, since: Date, relay: String) {
         self.tenantID = tenantID
         self.environment = environment
         self.reason = reason
@@ -31,7 +31,7 @@ public struct ProviderFaultRecord: Sendable, Hashable {
 
 extension RelayStore {
     /// Records (or replaces) the fault of `fault.tenantID` in `fault.environment`.
-    public func recordProviderFault(_ fault: ProviderFaultRecord) async throws(RelayStoreError) {
+    package func recordProviderFault(_ fault: ProviderFaultRecord) async throws(RelayStoreError) {
         try await mappingErrors {
             try await database.query(
                 """
@@ -47,7 +47,7 @@ extension RelayStore {
     }
 
     /// Removes the fault of `tenant` in `environment` (delivery resumed there).
-    public func clearProviderFault(tenant: String, environment: String) async throws(RelayStoreError) {
+    package func clearProviderFault(tenant: String, environment: String) async throws(RelayStoreError) {
         try await mappingErrors {
             try await database.query(
                 "DELETE FROM provider_faults WHERE tenant_id = \(tenant) AND environment = \(environment)",
@@ -57,7 +57,7 @@ extension RelayStore {
     }
 
     /// Every recorded fault, by tenant and environment.
-    public func providerFaults() async throws(RelayStoreError) -> [ProviderFaultRecord] {
+    package func providerFaults() async throws(RelayStoreError) -> [ProviderFaultRecord] {
         var faults: [ProviderFaultRecord] = []
         try await mappingErrors {
             for try await (tenant, environment, reason, detail, since, relay) in try await database.query(

@@ -5,7 +5,7 @@ extension RelayStore {
     /// - Throws: ``RelayStoreError/Code/schemaBehind`` naming `pushrelay admin migrate` when a migration is
     ///   missing (also on a database never migrated); ``RelayStoreError/Code/databaseUnavailable`` when the
     ///   database cannot be read.
-    public func requireMigrated() async throws(RelayStoreError) {
+    package func requireMigrated() async throws(RelayStoreError) {
         let applied = Set(try await appliedMigrations())
         guard let latest = migrations.last?.version else { return }
         if migrations.contains(where: { !applied.contains($0.version) }) {

@@ -10,7 +10,8 @@ extension RelayStore {
     /// Configurations are compared as `jsonb` values, so key order and formatting never count as changes.
     /// Concurrent syncs are serialized by a table lock. The `enabled` flag is never touched.
     @discardableResult
-    public func syncTenants(_ configurations: [TenantConfiguration]) async throws(RelayStoreError) -> TenantSyncReport {
+    package func syncTenants(_ configurations: [TenantConfiguration]) async throws(RelayStoreError) -> TenantSyncReport
+    {
         var seen = Set<String>()
         var documents: [(id: String, displayName: String, json: String)] = []
         for configuration in configurations.sorted(by: { $0.id < $1.id }) {
@@ -76,17 +77,17 @@ extension RelayStore {
     }
 
     /// Every stored tenant, by id.
-    public func listTenants() async throws(RelayStoreError) -> [TenantRecord] {
+    package func listTenants() async throws(RelayStoreError) -> [TenantRecord] {
         try await tenantRows(where: nil)
     }
 
     /// The stored tenant `id`, or `nil` when there is none.
-    public func tenant(id: String) async throws(RelayStoreError) -> TenantRecord? {
+    package func tenant(id: String) async throws(RelayStoreError) -> TenantRecord? {
         try await tenantRows(where: id).first
     }
 
     /// Turns tenant `id` on or off; throws ``RelayStoreError/unknownTenant(_:)`` when there is none.
-    public func setTenantEnabled(id: String, enabled: Bool) async throws(RelayStoreError) {
+    package func setTenantEnabled(id: String, enabled: Bool) async throws(RelayStoreError) {
         var found = false
         do {
             for try await _ in try await database.query(

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
@@ -13,7 +13,8 @@ extension RelayStore {
     ///
     /// - Throws: ``RelayStoreError/unknownTenant(_:)``; ``RelayStoreError/invalidArgument(_:)`` for an empty user
     ///   id or notification type.
-    public func setPreferences(tenant: String, user: String, _ settings: [String: Bool]) async throws(RelayStoreError) {
+    package func setPreferences(tenant: String, user: String, _ settings: [String: Bool]) async throws(RelayStoreError)
+    {
         guard !user.isEmpty else { throw .invalidArgument("the user id is empty") }
         guard !settings.isEmpty else { return }
         guard !settings.keys.contains("") else { throw .invalidArgument("a notification type is empty") }
@@ -37,12 +38,13 @@ extension RelayStore {
     }
 
     /// `user`'s stored settings per notification type; types never set are absent (their default applies).
-    public func preferences(tenant: String, user: String) async throws(RelayStoreError) -> [String: Bool] {
+    package func preferences(tenant: String, user: String) async throws(RelayStoreError) -> [String: Bool] {
         try await preferences(tenant: tenant, users: [user])[user] ?? [:]
     }
 
     /// The stored settings of each of `users` that has any, per notification type, in one query (for a fan-out).
-    public func preferences(tenant: String, users: [String]) async throws(RelayStoreError) -> [String: [String: Bool]] {
+    package func preferences(tenant: String, users: [String]) async throws(RelayStoreError) -> [String: [String: Bool]]
+    {
         guard !users.isEmpty else { return [:] }
         return try await mappingErrors {
             var settings: [String: [String: Bool]] = [:]
@@ -68,7 +70,7 @@ extension RelayStore {
     /// - Throws: ``RelayStoreError/invalidArgument(_:)`` unless exactly one of `threadID` and `scope` is given
     ///   (an empty string counts as none) and the user id is not empty; ``RelayStoreError/unknownTenant(_:)``.
     @discardableResult
-    public func setMute(
+    package func setMute(
         tenant: String,
         user: String,
         threadID: String?,
@@ -100,7 +102,7 @@ extension RelayStore {
 
     /// Lifts `user`'s mute of a thread or a scope (exactly one of them); returns how many mutes it removed (0 or 1).
     @discardableResult
-    public func clearMute(
+    package func clearMute(
         tenant: String,
         user: String,
         threadID: String?,
@@ -116,13 +118,13 @@ extension RelayStore {
     }
 
     /// `user`'s mutes in force at `now` (no end, or an end after `now`): thread mutes first, each kind by name.
-    public func mutes(tenant: String, user: String, now: Date = Date()) async throws(RelayStoreError) -> [MuteRecord] {
+    package func mutes(tenant: String, user: String, now: Date = Date()) async throws(RelayStoreError) -> [MuteRecord] {
         try await mutes(tenant: tenant, users: [user], now: now)
     }
 
     /// The mutes in force at `now` of every one of `users`, in one query (for a fan-out), by user, then as
     /// ``mutes(tenant:user:now:)`` orders them.
-    public func mutes(tenant: String, users: [String], now: Date = Date()) async throws(RelayStoreError)
+    package func mutes(tenant: String, users: [String], now: Date = Date()) async throws(RelayStoreError)
         -> [MuteRecord]
     {
         guard !users.isEmpty else { return [] }
@@ -151,7 +153,7 @@ extension RelayStore {
     ///
     /// - Throws: ``RelayStoreError/invalidArgument(_:)`` for an empty user or thread id;
     ///   ``RelayStoreError/unknownTenant(_:)``.
-    public func setPresence(
+    package func setPresence(
         tenant: String,
         user: String,
         threadID: String,
@@ -185,7 +187,7 @@ extension RelayStore {
     }
 
     /// The threads `user` is active in at `now`, with when each presence ends.
-    public func activeThreads(tenant: String, user: String, now: Date = Date()) async throws(RelayStoreError)
+    package func activeThreads(tenant: String, user: String, now: Date = Date()) async throws(RelayStoreError)
         -> [String: Date]
     {
         try await activeThreads(tenant: tenant, users: [user], now: now)[user] ?? [:]
@@ -193,7 +195,7 @@ extension RelayStore {
 
     /// The threads each of `users` is active in at `now`, with when each presence ends, in one query (for a
     /// fan-out); users active nowhere are absent.
-    public func activeThreads(tenant: String, users: [String], now: Date = Date()) async throws(RelayStoreError)
+    package func activeThreads(tenant: String, users: [String], now: Date = Date()) async throws(RelayStoreError)
         -> [String: [String: Date]]
     {
         guard !users.isEmpty else { return [:] }

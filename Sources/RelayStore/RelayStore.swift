@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 import NIOPosix
 package import PostgresNIO
 
@@ -6,9 +6,9 @@ package import PostgresNIO
 ///
 /// The pool only works while ``run()`` runs, as with postgres-nio's `PostgresClient`; use
 /// ``withStore(configuration:logger:_:)`` to have that done for the duration of a closure.
-public struct RelayStore: Sendable {
+package struct RelayStore: Sendable {
     /// The advisory lock key held while migrating (ASCII "pushrela"), shared by every relay process.
-    public static let migrationLockKey = 0x7075_7368_7265_6C61
+    package static let migrationLockKey = 0x7075_7368_7265_6C61
 
     /// The underlying postgres-nio client: the store's own (and its tests'); other modules use the store's
     /// methods.
@@ -17,7 +17,7 @@ public struct RelayStore: Sendable {
     /// load-test setup.
     let database: DeadlineClient
     /// The migrations this store applies, in order.
-    public let migrations: [Migration]
+    package let migrations: [Migration]
     package let logger: Logger
     /// Tenant ids seen in the tenants table: tenants are never deleted, so delivery writes check each once.
     let knownTenants = KnownTenants()
@@ -28,7 +28,7 @@ public struct RelayStore: Sendable {
     ///   - configuration: Where the database is.
     ///   - migrations: The schema's migrations; the relay's own by default.
     ///   - logger: Where queries and connection events are logged.
-    public init(configuration: Configuration, migrations: [Migration] = Migration.all, logger: Logger) {
+    package init(configuration: Configuration, migrations: [Migration] = Migration.all, logger: Logger) {
         var postgres = Self.pooled(configuration.postgres)
         if let timeout = configuration.statementTimeout {
             let (seconds, attoseconds) = timeout.components
@@ -58,7 +58,7 @@ public struct RelayStore: Sendable {
     }
 
     /// Runs the connection pool until the calling task is cancelled.
-    public func run() async {
+    package func run() async {
         // The pool's shutdown closes every connection; the idle held ones are given back too, so that the tasks
         // holding their leases end.
         await withTaskCancellationHandler {
@@ -69,7 +69,7 @@ public struct RelayStore: Sendable {
     }
 
     /// Creates a store, runs its pool while `body` runs, and shuts the pool down afterwards.
-    public static func withStore<Result: Sendable>(
+    package static func withStore<Result: Sendable>(
         configuration: Configuration,
         migrations: [Migration] = Migration.all,
         logger: Logger,
@@ -89,7 +89,7 @@ public struct RelayStore: Sendable {
     /// processes starting at once apply each migration exactly once; each migration runs in its
     /// own transaction. Running it again applies nothing and returns `[]`.
     @discardableResult
-    public func migrate() async throws(RelayStoreError) -> [Int] {
+    package func migrate() async throws(RelayStoreError) -> [Int] {
         do {
             return try await client.withConnection { connection in
                 try await Self.unbounded(connection, logger: logger) {
@@ -122,7 +122,7 @@ public struct RelayStore: Sendable {
     }
 
     /// The versions recorded in `schema_migrations`, in order (empty before the first migration).
-    public func appliedMigrations() async throws(RelayStoreError) -> [Int] {
+    package func appliedMigrations() async throws(RelayStoreError) -> [Int] {
         do {
             let rows = try await client.query(
                 "SELECT version::int8 FROM schema_migrations ORDER BY version",

@@ -1,33 +1,33 @@
-public import EmbeddedPostgres
+package import EmbeddedPostgres
 import Foundation
-public import NIOCore
+package import NIOCore
 import NIOSSL
-public import PostgresNIO
+package import PostgresNIO
 
 extension RelayStore {
     /// Where the store's PostgreSQL is and how to log in.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// postgres-nio's client configuration, for settings this type does not cover.
-        public var postgres: PostgresClient.Configuration
+        package var postgres: PostgresClient.Configuration
         /// How long one store call may wait for PostgreSQL (a connection and the first answer) before it
         /// fails with ``RelayStoreError/databaseUnavailable(_:)``; migrations, maintenance and load-test
         /// setup are not bounded by it.
-        public var callDeadline: TimeAmount = .seconds(15)
+        package var callDeadline: TimeAmount = .seconds(15)
         /// The longest one statement of the pool may run in PostgreSQL before the server cancels it
         /// (`statement_timeout`), so that no request keeps the database busy after its caller gave up; migrations and
         /// maintenance lift it for their own connection. `nil`: the server's own setting.
-        public var statementTimeout: Duration?
+        package var statementTimeout: Duration?
         /// The TLS mode of ``RelayStore/probe(configuration:timeout:logger:)``'s direct connection, the same as the
         /// pool's: postgres-nio's client configuration does not let its TLS mode be read back.
         var probeTLS = ProbeTLS.prefer
 
         /// Wraps a ready postgres-nio client configuration.
-        public init(postgres: PostgresClient.Configuration) {
+        package init(postgres: PostgresClient.Configuration) {
             self.postgres = postgres
         }
 
         /// Connects through a unix socket file (`<folder>/.s.PGSQL.<port>`).
-        public init(unixSocketPath: String, username: String, password: String? = nil, database: String?) {
+        package init(unixSocketPath: String, username: String, password: String? = nil, database: String?) {
             self.postgres = PostgresClient.Configuration(
                 unixSocketPath: unixSocketPath,
                 username: username,
@@ -37,7 +37,7 @@ extension RelayStore {
         }
 
         /// Connects to a running ``EmbeddedPostgres`` server.
-        public init(embedded endpoint: EmbeddedPostgres.Endpoint) {
+        package init(embedded endpoint: EmbeddedPostgres.Endpoint) {
             self.init(unixSocketPath: endpoint.socketPath, username: endpoint.username, database: endpoint.database)
         }
 
@@ -48,7 +48,7 @@ extension RelayStore {
         /// folder's unix socket instead of TCP (the URL's host may then be empty);
         /// `sslmode=disable|prefer|require|verify-ca|verify-full` as in libpq (default `prefer`;
         /// only `verify-full` checks the certificate and host name, `verify-ca` the certificate).
-        public init(databaseURL: String) throws(RelayStoreError) {
+        package init(databaseURL: String) throws(RelayStoreError) {
             func invalid(_ reason: String) -> RelayStoreError {
                 .invalidDatabaseURL(Self.redacted(databaseURL), reason: reason)
             }

@@ -1,29 +1,27 @@
-public import APNs
-
 /// One tenant's settings, as declared by its file in `Tenants/` (see `Tenants/README.md`).
 ///
 /// A value type that encodes deterministically (``jsonData()``: sorted keys), which is what
 /// ``RelayStore/syncTenants(_:)`` stores in `tenants.config` and compares against.
-public struct TenantConfiguration: Sendable, Hashable, Codable {
+package struct TenantConfiguration: Sendable, Hashable, Codable {
     /// The tenant's id: its file name without `.yaml` (`circl`).
-    public var id: String
+    package var id: String
     /// A human-readable name.
-    public var displayName: String
+    package var displayName: String
     /// The app bundle ids (APNs topics) the tenant sends to, by bundle id.
-    public var bundleIDs: [String: BundleID]
+    package var bundleIDs: [String: BundleID]
     /// How device tokens are keyed and replaced when devices register.
-    public var tokenPolicy: TokenPolicy
+    package var tokenPolicy: TokenPolicy
     /// The subscription topics a device may subscribe to (for example `chat`, `photos`).
-    public var subscriptionTopics: [String]
+    package var subscriptionTopics: [String]
     /// The notification types the tenant sends, by name.
-    public var notificationTypes: [String: NotificationType]
+    package var notificationTypes: [String: NotificationType]
     /// The tenant-wide and per-user rate limits.
-    public var rateLimits: RateLimits
+    package var rateLimits: RateLimits
     /// The quiet hours, or `nil` when the tenant has none.
-    public var quietHours: QuietHours?
+    package var quietHours: QuietHours?
 
     /// Creates a configuration; ``TenantConfiguration/parse(yaml:id:file:)`` is the usual way.
-    public init(
+    package init(
         id: String,
         displayName: String,
         bundleIDs: [String: BundleID],
@@ -54,22 +52,54 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         case quietHours = "quiet_hours"
     }
 
-    /// An APNs environment a bundle id uses (the engine's type).
-    public typealias Environment = APNsEnvironment
+    /// An APNs environment a bundle id uses: where its builds' tokens are valid (the tenant file's `environments`).
+    package enum Environment: String, Sendable, Hashable, CaseIterable, Codable {
+        /// App Store and TestFlight builds (`api.push.apple.com`).
+        case production
+        /// Builds signed for development (`api.sandbox.push.apple.com`).
+        case development
+    }
+
+    /// A notification type's `push_type`: the APNs push type it is sent as, by Apple's name (`apns-push-type`).
+    /// The provider layer maps each to the engine's type.
+    package enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
+        /// A visible alert, sound or badge.
+        case alert
+        /// A silent push that wakes the app (priority 5).
+        case background
+        /// A location query (Location Push Service extension).
+        case location
+        /// A VoIP call (PushKit).
+        case voip
+        /// A watchOS complication update.
+        case complication
+        /// A File Provider change.
+        case fileprovider
+        /// A mobile device management command.
+        case mdm
+        /// A Live Activity update.
+        case liveactivity
+        /// A Push to Talk update.
+        case pushtotalk
+        /// A widget reload.
+        case widgets
+        /// A Control Center control reload.
+        case controls
+    }
 
     /// One bundle id (APNs topic) of the tenant.
-    public struct BundleID: Sendable, Hashable, Codable {
+    package struct BundleID: Sendable, Hashable, Codable {
         /// The environments this app's builds register tokens in, in the order declared.
-        public var environments: [Environment]
+        package var environments: [Environment]
 
         /// Creates a bundle id entry.
-        public init(environments: [Environment]) {
+        package init(environments: [Environment]) {
             self.environments = environments
         }
     }
 
     /// How the device registry keys a tenant's tokens (from the seeds).
-    public enum TokenPolicy: String, Sendable, Hashable, Codable, CaseIterable {
+    package enum TokenPolicy: String, Sendable, Hashable, Codable, CaseIterable {
         /// anky: one token per (user, platform), replaced on every register, removed on logout.
         case onePerUserPlatform = "one_per_user_platform"
         /// familyportal: one row per (user, token, platform, environment).
@@ -78,11 +108,21 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         case tokenMovesToLastUser = "token_moves_to_last_user"
     }
 
-    /// The `interruption-level` of an alert (the payload model's type).
-    public typealias InterruptionLevel = APNsPayload.InterruptionLevel
+    /// How urgent a notification is (the tenant file's `interruption_level`, APNs' `interruption-level`): quiet
+    /// hours let time-sensitive and critical ones through.
+    package enum InterruptionLevel: String, Sendable, Hashable, Codable, CaseIterable {
+        /// Delivered quietly, without lighting the screen.
+        case passive
+        /// The default.
+        case active
+        /// Breaks through Focus; passes quiet hours.
+        case timeSensitive = "time-sensitive"
+        /// Breaks through Focus and the mute switch; passes quiet hours.
+        case critical
+    }
 
     /// What quiet hours do to a notification type.
-    public enum QuietHoursAction: String, Sendable, Hashable, Codable, CaseIterable {
+    package enum QuietHoursAction: String, Sendable, Hashable, Codable, CaseIterable {
         /// Held and sent when the quiet hours end.
         case `defer`
         /// Not sent at all.
@@ -92,40 +132,40 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
     }
 
     /// One kind of notification the tenant sends and its defaults.
-    public struct NotificationType: Sendable, Hashable, Codable {
+    package struct NotificationType: Sendable, Hashable, Codable {
         /// The `apns-push-type`.
-        public var pushType: APNsPushType
+        package var pushType: PushType
         /// The `apns-priority`: 10 (immediately), 5 (power-considerate) or 1 (lowest).
-        public var priority: Int
+        package var priority: Int
         /// Seconds APNs keeps trying to deliver (0: once only), or `nil` for no `apns-expiration` header.
-        public var expiration: Int?
+        package var expiration: Int?
         /// The bundle id (APNs topic) this type is sent to.
-        public var bundleID: String
+        package var bundleID: String
         /// The `thread-id` template, with `{placeholders}` filled from the notification's fields.
-        public var threadID: String?
+        package var threadID: String?
         /// The `category` template, with `{placeholders}`.
-        public var category: String?
+        package var category: String?
         /// The `interruption-level` (alerts only), or `nil` for iOS's default (`active`).
-        public var interruptionLevel: InterruptionLevel?
+        package var interruptionLevel: InterruptionLevel?
         /// Whether a user may turn this type off; `false` makes it mandatory.
-        public var optOutAllowed: Bool
+        package var optOutAllowed: Bool
         /// Whether a user who has not chosen receives this type.
-        public var defaultEnabled: Bool
+        package var defaultEnabled: Bool
         /// The subscription topic a device must be subscribed to, or `nil` for every device.
-        public var subscription: String?
+        package var subscription: String?
         /// Seconds a notification of a type without a positive `expiration` is held and retried while its
         /// provider cannot take it (unreachable, 5xx, 429, credentials refused); `nil`: ``defaultRetryFor``. A
         /// type with a positive `expiration` is held for as long as it is valid.
-        public var retryFor: Int?
+        package var retryFor: Int?
 
         /// The hold of a type with neither a positive `expiration` nor `retry_for`: one hour.
-        public static let defaultRetryFor = 3600
+        package static let defaultRetryFor = 3600
         /// The largest `retry_for`: 30 days.
-        public static let maximumRetryFor = 2_592_000
+        package static let maximumRetryFor = 2_592_000
 
         /// Creates a notification type.
-        public init(
-            pushType: APNsPushType,
+        package init(
+            pushType: PushType,
             priority: Int,
             expiration: Int? = nil,
             bundleID: String,
@@ -166,23 +206,23 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
     }
 
     /// The tenant's rate limits.
-    public struct RateLimits: Sendable, Hashable, Codable {
+    package struct RateLimits: Sendable, Hashable, Codable {
         /// The default for ``notificationsPerSecond``.
-        public static let defaultNotificationsPerSecond = 1000
+        package static let defaultNotificationsPerSecond = 1000
 
         /// The most notifications per second sent for the whole tenant.
-        public var notificationsPerSecond: Int
+        package var notificationsPerSecond: Int
         /// Caps per user, by notification type name.
-        public var perUser: [String: PerUserLimit]
+        package var perUser: [String: PerUserLimit]
         /// The tenant's share of a relay's page loops when several tenants have pages due: a tenant of weight 2 is
         /// served twice the devices of a tenant of weight 1 (1 to 100; default 1).
-        public var fanoutWeight: Int
+        package var fanoutWeight: Int
 
         /// The largest ``fanoutWeight``.
-        public static let maximumFanoutWeight = 100
+        package static let maximumFanoutWeight = 100
 
         /// Creates rate limits.
-        public init(
+        package init(
             notificationsPerSecond: Int = defaultNotificationsPerSecond, perUser: [String: PerUserLimit] = [:],
             fanoutWeight: Int = 1
         ) {
@@ -192,7 +232,7 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         }
 
         /// Decodes rate limits stored before ``fanoutWeight`` existed with its default.
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             notificationsPerSecond = try container.decode(Int.self, forKey: .notificationsPerSecond)
             perUser = try container.decode([String: PerUserLimit].self, forKey: .perUser)
@@ -207,14 +247,14 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
     }
 
     /// How many notifications of one type one user may receive.
-    public struct PerUserLimit: Sendable, Hashable, Codable {
+    package struct PerUserLimit: Sendable, Hashable, Codable {
         /// The most per rolling hour, or `nil` for no hourly cap.
-        public var maxPerHour: Int?
+        package var maxPerHour: Int?
         /// The most per rolling day, or `nil` for no daily cap.
-        public var maxPerDay: Int?
+        package var maxPerDay: Int?
 
         /// Creates a per-user cap.
-        public init(maxPerHour: Int? = nil, maxPerDay: Int? = nil) {
+        package init(maxPerHour: Int? = nil, maxPerDay: Int? = nil) {
             self.maxPerHour = maxPerHour
             self.maxPerDay = maxPerDay
         }
@@ -226,21 +266,21 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
     }
 
     /// A local time of day, `HH:MM` on a 24-hour clock.
-    public struct LocalTime: Sendable, Hashable, Codable, CustomStringConvertible {
+    package struct LocalTime: Sendable, Hashable, Codable, CustomStringConvertible {
         /// 0 to 23.
-        public var hour: Int
+        package var hour: Int
         /// 0 to 59.
-        public var minute: Int
+        package var minute: Int
 
         /// Creates a time; `nil` when out of range.
-        public init?(hour: Int, minute: Int) {
+        package init?(hour: Int, minute: Int) {
             guard (0...23).contains(hour), (0...59).contains(minute) else { return nil }
             self.hour = hour
             self.minute = minute
         }
 
         /// Parses `HH:MM` (two digits each, 00:00 to 23:59); `nil` otherwise.
-        public init?(_ text: String) {
+        package init?(_ text: String) {
             let parts = text.split(separator: ":", omittingEmptySubsequences: false)
             guard parts.count == 2, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
                 let hour = Int(parts[0]), let minute = Int(parts[1])
@@ -249,12 +289,12 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         }
 
         /// `HH:MM`.
-        public var description: String {
+        package var description: String {
             (hour < 10 ? "0" : "") + "\(hour):" + (minute < 10 ? "0" : "") + "\(minute)"
         }
 
         /// Decodes from `HH:MM`.
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let text = try decoder.singleValueContainer().decode(String.self)
             guard let time = LocalTime(text) else {
                 throw DecodingError.dataCorrupted(
@@ -265,27 +305,27 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         }
 
         /// Encodes as `HH:MM`.
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.singleValueContainer()
             try container.encode(description)
         }
     }
 
     /// When a tenant's users should not be disturbed, in each user's local time.
-    public struct QuietHours: Sendable, Hashable, Codable {
+    package struct QuietHours: Sendable, Hashable, Codable {
         /// When quiet hours begin.
-        public var start: LocalTime
+        package var start: LocalTime
         /// When they end (before `start` means they run past midnight).
-        public var end: LocalTime
+        package var end: LocalTime
         /// The IANA time zone used for users whose devices did not report one.
-        public var timeZone: String
+        package var timeZone: String
         /// What happens to types not listed in ``actions``.
-        public var defaultAction: QuietHoursAction
+        package var defaultAction: QuietHoursAction
         /// What happens to each listed type, by notification type name.
-        public var actions: [String: QuietHoursAction]
+        package var actions: [String: QuietHoursAction]
 
         /// Creates quiet hours.
-        public init(
+        package init(
             start: LocalTime,
             end: LocalTime,
             timeZone: String = "UTC",
@@ -300,7 +340,7 @@ public struct TenantConfiguration: Sendable, Hashable, Codable {
         }
 
         /// The action for notification type `name`.
-        public func action(for name: String) -> QuietHoursAction {
+        package func action(for name: String) -> QuietHoursAction {
             actions[name] ?? defaultAction
         }
 

@@ -1,5 +1,4 @@
-import APNs
-public import Foundation
+package import Foundation
 import PushRelayProtocol
 import Yams
 
@@ -7,18 +6,18 @@ import Yams
 ///
 /// Its description reads like a compiler's:
 /// `Tenants/circl.yaml:14: notification_types.message.push_type: unknown push type "alrt" (...)`.
-public struct TenantFileError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct TenantFileError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The file, as given to the loader (`Tenants/circl.yaml`).
-    public var file: String
+    package var file: String
     /// The 1-based line, or `nil` when the problem is the file as a whole.
-    public var line: Int?
+    package var line: Int?
     /// The dotted key path (`notification_types.message.push_type`), or `nil` for the whole file.
-    public var key: String?
+    package var key: String?
     /// What is wrong.
-    public var message: String
+    package var message: String
 
     /// Creates an error.
-    public init(file: String, line: Int?, key: String?, message: String) {
+    package init(file: String, line: Int?, key: String?, message: String) {
         self.file = file
         self.line = line
         self.key = key
@@ -26,7 +25,7 @@ public struct TenantFileError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 
     /// `FILE:LINE: KEY: MESSAGE`, leaving out what is unknown.
-    public var description: String {
+    package var description: String {
         var text = file
         if let line { text += ":\(line)" }
         if let key { text += ": \(key)" }
@@ -36,7 +35,7 @@ public struct TenantFileError: Error, Sendable, Hashable, CustomStringConvertibl
 
 extension TenantConfiguration {
     /// The JSON stored in `tenants.config`: sorted keys, so equal configurations give equal bytes.
-    public func jsonData() throws -> Data {
+    package func jsonData() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return try encoder.encode(self)
@@ -46,7 +45,7 @@ extension TenantConfiguration {
     ///
     /// Fails on the first bad file, returning nothing: a folder is applied whole or not at all.
     /// A `.yml` file is an error too, so that a misnamed file is not silently skipped.
-    public static func loadFolder(_ folder: String) throws(TenantFileError) -> [TenantConfiguration] {
+    package static func loadFolder(_ folder: String) throws(TenantFileError) -> [TenantConfiguration] {
         let trimmed = folder.count > 1 && folder.hasSuffix("/") ? String(folder.dropLast()) : folder
         let names: [String]
         do {
@@ -71,7 +70,7 @@ extension TenantConfiguration {
     }
 
     /// Loads one tenant file; the tenant's id is the file name without `.yaml`.
-    public static func load(file: String) throws(TenantFileError) -> TenantConfiguration {
+    package static func load(file: String) throws(TenantFileError) -> TenantConfiguration {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: file))
@@ -92,7 +91,7 @@ extension TenantConfiguration {
     ///   - yaml: The file's contents.
     ///   - id: The tenant's id (lower-case letters, digits, `_` and `-`, starting with a letter or digit).
     ///   - file: The name used in errors.
-    public static func parse(yaml: String, id: String, file: String) throws(TenantFileError) -> TenantConfiguration {
+    package static func parse(yaml: String, id: String, file: String) throws(TenantFileError) -> TenantConfiguration {
         try TenantFileParser(file: file).parse(yaml: yaml, id: id)
     }
 }
@@ -211,7 +210,7 @@ private struct TenantFileParser {
                 "opt_out_allowed", "default_enabled", "subscription", "retry_for",
             ])
         let pushType = try enumeration(
-            reader.required("push_type"), reader.path("push_type"), APNsPushType.self,
+            reader.required("push_type"), reader.path("push_type"), TenantConfiguration.PushType.self,
             what: "push type")
 
         var priority = pushType == .background ? 5 : 10

@@ -1,6 +1,6 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
-public import RelayStore
+import RelayStore
 
 extension SigningKeyEnvironment: ExpressibleByArgument {}
 

@@ -95,7 +95,7 @@ struct DemoCommand: AsyncParsableCommand {
         ) { notification, report in
             let record = DeliveryRecord(
                 tenantID: "circl", jobID: jobID, token: notification.deviceToken,
-                apnsID: report.response?.apnsID, outcome: DeliveryOutcome(report.outcome),
+                providerMessageID: report.response?.apnsID, outcome: DeliveryOutcome(report.outcome),
                 reason: report.response?.reason?.rawValue, attempt: max(report.attempts, 1), sentAt: sentAt,
                 answeredAt: Date()
             )

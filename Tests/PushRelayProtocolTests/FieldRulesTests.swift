@@ -243,6 +243,32 @@ import Testing
         }
     }
 
+    @Test func anotherProvidersTokenIsOpaqueTextAndNeedsNoEnvironment() {
+        let fcm = Self.with(Self.registerDevice) {
+            $0.provider = "fcm"
+            $0.token = "cX9f-Qm2:APA91bHun4MxP5_Mixed"
+            $0.environment = .unspecified
+        }
+        #expect(Self.verdict(fcm) == .accepted)
+        #expect(Self.verdict(Self.with(fcm) { $0.token = Self.ascii(4_096) }) == .accepted)
+        for token in ["", Self.ascii(4_097), "two words", "tab\there", "zero\u{200B}width", "nul\0"] {
+            #expect(
+                Self.verdict(Self.with(fcm) { $0.token = token }) == .invalid("register_device.token"),
+                "\(token.prefix(20).debugDescription)")
+        }
+        // APNs (the default) keeps its environment and its hex rule.
+        #expect(
+            Self.verdict(Self.with(fcm) { $0.provider = "" }) == .invalid("register_device.token"))
+        #expect(
+            Self.verdict(Self.with(Self.registerDevice) { $0.environment = .unspecified })
+                == .invalid("register_device.environment"))
+        for provider in ["FCM", "f cm", Self.ascii(33), "fcm!"] {
+            #expect(
+                Self.verdict(Self.with(fcm) { $0.provider = provider }) == .invalid("register_device.provider"),
+                "\(provider)")
+        }
+    }
+
     @Test func registerDeviceNeedsAUserID() {
         #expect(Self.verdict(Self.with(Self.registerDevice) { $0.userID = "" }) == .invalid("register_device.user_id"))
         #expect(
@@ -327,7 +353,11 @@ import Testing
                     $0.userID = "user-1"
                     $0.platform = "ios"
                 }) == .accepted)
-        #expect(Self.verdict(Self.with(byToken) { $0.token = Self.hex(63) }) == .invalid("unregister_device.token"))
+        // A token of any provider: FCM's are text with colons; spaces and controls are no token.
+        #expect(Self.verdict(Self.with(byToken) { $0.token = "fcm:APA91b-Mixed_Case" }) == .accepted)
+        #expect(Self.verdict(Self.with(byToken) { $0.token = "two words" }) == .invalid("unregister_device.token"))
+        #expect(
+            Self.verdict(Self.with(byToken) { $0.token = Self.ascii(4_097) }) == .invalid("unregister_device.token"))
         #expect(Self.verdict(Self.with(byToken) { $0.userID = "u\n" }) == .invalid("unregister_device.user_id"))
         #expect(
             Self.verdict(Self.with(byToken) { $0.platform = Self.ascii(33) }) == .invalid("unregister_device.platform"))
@@ -431,7 +461,7 @@ import Testing
             Self.verdict(
                 Self.with(Self.send) {
                     $0.userIds = []
-                    $0.tokens = [Self.target(Self.token64), Self.target(Self.hex(63))]
+                    $0.tokens = [Self.target(Self.token64), Self.target("tab\there")]
                 }) == .invalid("send.tokens"))
         #expect(
             Self.verdict(Self.with(Self.send) { $0.excludeUserIds = ["user\n3"] }) == .invalid("send.exclude_user_ids"))
@@ -620,7 +650,7 @@ import Testing
             Self.verdict(Self.with(Pushrelay_V1_QueryDeliveries()) { $0.userID = Self.ascii(201) })
                 == .invalid("query_deliveries.user_id"))
         #expect(
-            Self.verdict(Self.with(Pushrelay_V1_QueryDeliveries()) { $0.token = Self.hex(202) })
+            Self.verdict(Self.with(Pushrelay_V1_QueryDeliveries()) { $0.token = "\u{200B}zero-width" })
                 == .invalid("query_deliveries.token"))
     }
 

@@ -829,6 +829,7 @@ enum RequestFuzz {
         fuzz(Pushrelay_V1_RegisterDevice.self) { draw in
             var message = Pushrelay_V1_RegisterDevice()
             message.userID = draw.id()
+            message.provider = draw.hostile() ? draw.id() : draw.random.pick(["", "", "apns", "fcm"])
             message.token = draw.token()
             message.platform = draw.hostile() ? draw.id() : draw.random.pick(["ios", "ipados", "macos", "watchos"])
             message.environment =
@@ -843,9 +844,16 @@ enum RequestFuzz {
             return message
         } audit: { message, audit in
             audit.id(message.userID, "user_id")
-            audit.token(message.token, "token")
+            let provider = message.provider.isEmpty ? "apns" : message.provider
+            audit.that(
+                (1...32).contains(provider.utf8.count)
+                    && provider.utf8.allSatisfy { (97...122).contains($0) || (48...57).contains($0) || $0 == 95 },
+                "provider")
+            audit.token(message.token, "token", apnsOnly: provider == "apns")
             audit.id(message.platform, "platform", maximumBytes: 32)
-            audit.that(message.environment == .production || message.environment == .sandbox, "environment")
+            if provider == "apns" {
+                audit.that(message.environment == .production || message.environment == .sandbox, "environment")
+            }
             audit.id(message.deviceID, "device_id", required: false)
             audit.id(message.appVersion, "app_version", required: false, maximumBytes: 64)
             audit.id(message.locale, "locale", required: false, maximumBytes: 64)
@@ -1089,7 +1097,9 @@ struct Draw {
     }
 
     mutating func token() -> String {
-        hostile() ? Palette.hostileString(&random) : Palette.hex(&random, 2 * random.pick([32, 33, 50, 100]))
+        if hostile() { return Palette.hostileString(&random) }
+        if random.chance(0.2) { return "fcm:" + Palette.hex(&random, 20) + ":APA91b-Mixed_Case" }
+        return Palette.hex(&random, 2 * random.pick([32, 33, 50, 100]))
     }
 
     mutating func text() -> String {
@@ -1212,11 +1222,21 @@ struct Audit {
         }
     }
 
-    mutating func token(_ value: String, _ field: String) {
+    /// A token of APNs (`apnsOnly`) or of any provider: APNs' hex form, or 1 to 4,096 bytes without spaces,
+    /// control or format characters.
+    mutating func token(_ value: String, _ field: String, apnsOnly: Bool = false) {
         let hexDigit = { (byte: UInt8) in
             (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
         }
-        if !(64...200).contains(value.utf8.count) || value.utf8.count % 2 != 0 || !value.utf8.allSatisfy(hexDigit) {
+        let apns =
+            (64...200).contains(value.utf8.count) && value.utf8.count % 2 == 0 && value.utf8.allSatisfy(hexDigit)
+        let opaque =
+            (1...4_096).contains(value.utf8.count)
+            && !value.unicodeScalars.contains {
+                $0.value <= 0x20 || $0.value == 0x7F || $0.properties.isWhitespace
+                    || [.control, .format].contains($0.properties.generalCategory)
+            }
+        if !(apns || (!apnsOnly && opaque)) {
             problems.append("accepted the \(field) \(value.debugDescription)")
         }
     }

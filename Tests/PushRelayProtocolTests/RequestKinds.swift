@@ -70,7 +70,7 @@ extension Pushrelay_V1_Goodbye: FramedRequest {
 extension Pushrelay_V1_RegisterDevice: FramedRequest {
     static var frameKind: FrameKind { .registerDevice }
     static var fieldName: String { "register_device" }
-    static var fieldCount: Int { 9 }
+    static var fieldCount: Int { 10 }
 }
 
 extension Pushrelay_V1_UnregisterDevice: FramedRequest {

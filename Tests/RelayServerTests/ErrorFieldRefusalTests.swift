@@ -173,6 +173,12 @@ extension RelayServerSuites {
             Refusal(.registerDevice, with(register) { $0.userID = "" }, .invalidArgument, "register_device.user_id"),
             Refusal(.registerDevice, with(register) { $0.token = "zz" }, .invalidArgument, "register_device.token"),
             Refusal(
+                .registerDevice, with(register) { $0.provider = "Not A Name" }, .invalidArgument,
+                "register_device.provider"),
+            Refusal(
+                .registerDevice, with(register) { $0.provider = "webpush" }, .invalidArgument,
+                "register_device.provider"),
+            Refusal(
                 .registerDevice, with(register) { $0.platform = String(repeating: "i", count: 33) }, .invalidArgument,
                 "register_device.platform"),
             Refusal(
@@ -193,7 +199,7 @@ extension RelayServerSuites {
             Refusal(
                 .registerDevice, with(register) { $0.topics = ["chat"] }, .invalidArgument, "register_device.topics"),
             Refusal(
-                .unregisterDevice, with(Pushrelay_V1_UnregisterDevice()) { $0.token = "zz" }, .invalidArgument,
+                .unregisterDevice, with(Pushrelay_V1_UnregisterDevice()) { $0.token = "z z" }, .invalidArgument,
                 "unregister_device.token"),
             Refusal(.unregisterDevice, Pushrelay_V1_UnregisterDevice(), .invalidArgument, "unregister_device.user_id"),
             Refusal(
@@ -233,7 +239,7 @@ extension RelayServerSuites {
                 .send,
                 with(send) {
                     $0.userIds = []
-                    $0.tokens = [with(target) { $0.token = "zz" }]
+                    $0.tokens = [with(target) { $0.token = "z z" }]
                 }, .invalidArgument, "send.tokens"),
             Refusal(
                 .send, with(send) { $0.excludeUserIds = ["a", "b", "c", "d"] }, .tooManyRecipients,
@@ -303,7 +309,7 @@ extension RelayServerSuites {
                 .queryDeliveries, with(Pushrelay_V1_QueryDeliveries()) { $0.userID = long }, .invalidArgument,
                 "query_deliveries.user_id"),
             Refusal(
-                .queryDeliveries, with(Pushrelay_V1_QueryDeliveries()) { $0.token = "zz" }, .invalidArgument,
+                .queryDeliveries, with(Pushrelay_V1_QueryDeliveries()) { $0.token = "z z" }, .invalidArgument,
                 "query_deliveries.token"),
             Refusal(
                 .queryDeliveries, with(Pushrelay_V1_QueryDeliveries()) { $0.fromMs = -1 }, .invalidArgument,

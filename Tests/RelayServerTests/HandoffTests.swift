@@ -28,7 +28,7 @@ struct HandoffTests {
         let waiter = try await loopPromisedAPage(handoff, signal)
         // The one waiting loop has a page promised: the next page is not.
         #expect(!handoff.promise())
-        let devices = [DeviceTarget(userID: "ann", token: "ab", environment: .production, timeZone: nil)]
+        let devices = [DeviceTarget(userID: "ann", token: "ab", destination: .apns(.production), timeZone: nil)]
         handoff.hand((page, devices))
         signal.wakeOne()
         await waiter.value

@@ -22,45 +22,55 @@ import Testing
         #expect(schedule.delay(round: 10_000, using: &random).seconds <= 72)
     }
 
+    /// The hold of an engine report, as the APNs pool's adapter makes it.
+    private func hold(_ report: APNsDeliveryReport) -> HoldCause? {
+        APNsProviderPool.report(.success(report)).hold
+    }
+
+    /// The hold of an error a pool answered instead of a report.
+    private func hold(_ error: any Error) -> HoldCause? {
+        APNsProviderPool.report(.failure(error)).hold
+    }
+
     @Test func transportFailures5xxAnd429AreHeldAsAnOutage() {
         let unreachable = APNsDeliveryReport(
             outcome: .retryLater, failure: .connectFailed("connection refused"), attempts: 0)
-        #expect(HoldCause(unreachable) == .outage(reason: "connect_failed"))
+        #expect(hold(unreachable) == .outage(reason: "connect_failed"))
         let lost = APNsDeliveryReport(outcome: .retryLater, failure: .connectionLost, attempts: 1)
-        #expect(HoldCause(lost) == .outage(reason: "connection_lost"))
+        #expect(hold(lost) == .outage(reason: "connection_lost"))
         let unavailable = APNsDeliveryReport(
             outcome: .retryLater, response: APNsResponse(status: 503, reason: .serviceUnavailable), attempts: 5)
-        #expect(HoldCause(unavailable) == .outage(reason: "ServiceUnavailable"))
+        #expect(hold(unavailable) == .outage(reason: "ServiceUnavailable"))
         let throttled = APNsDeliveryReport(
             outcome: .retryLater, response: APNsResponse(status: 429, reason: .tooManyRequests), attempts: 5)
-        #expect(HoldCause(throttled) == .outage(reason: "TooManyRequests"))
-        #expect(HoldCause(APNsPoolError.connectFailed("refused") as any Error) == .outage(reason: "connect_failed"))
-        #expect(HoldCause(APNsPoolError.queueFull(capacity: 10) as any Error) == .outage(reason: "pool_full"))
+        #expect(hold(throttled) == .outage(reason: "TooManyRequests"))
+        #expect(hold(APNsPoolError.connectFailed("refused") as any Error) == .outage(reason: "connect_failed"))
+        #expect(hold(APNsPoolError.queueFull(capacity: 10) as any Error) == .outage(reason: "pool_full"))
     }
 
     @Test func refusedCredentialsAndTopicsAreHeldAsAConfigurationFault() {
         for reason in [APNsReason.invalidProviderToken, .badTopic, .topicDisallowed, .forbidden] {
             let report = APNsDeliveryReport(
                 outcome: .configurationFault, response: APNsResponse(status: 403, reason: reason), attempts: 1)
-            #expect(HoldCause(report) == .configuration(reason: reason.rawValue))
+            #expect(hold(report) == .configuration(reason: reason.rawValue))
         }
     }
 
     @Test func settledAnswersAreRecordedNotHeld() {
         let delivered = APNsDeliveryReport(outcome: .delivered, response: APNsResponse(status: 200), attempts: 1)
-        #expect(HoldCause(delivered) == nil)
+        #expect(hold(delivered) == nil)
         let dead = APNsDeliveryReport(
             outcome: .tokenDead, response: APNsResponse(status: 410, reason: .unregistered), attempts: 1)
-        #expect(HoldCause(dead) == nil)
+        #expect(hold(dead) == nil)
         // A notification APNs refuses for its own content fails the same way every time: recorded rejected.
         let tooLarge = APNsDeliveryReport(
             outcome: .configurationFault, response: APNsResponse(status: 413, reason: .payloadTooLarge), attempts: 1)
-        #expect(HoldCause(tooLarge) == nil)
+        #expect(hold(tooLarge) == nil)
         let badExpiration = APNsDeliveryReport(
             outcome: .configurationFault, response: APNsResponse(status: 400, reason: .badExpirationDate),
             attempts: 1)
-        #expect(HoldCause(badExpiration) == nil)
-        #expect(HoldCause(APNsValidationError.emptyTopic as any Error) == nil)
+        #expect(hold(badExpiration) == nil)
+        #expect(hold(APNsValidationError.emptyTopic as any Error) == nil)
     }
 }
 

@@ -8,8 +8,8 @@ import Testing
 struct PlannedPagesTests {
     private let job = "8C1F6A52-4A0E-4F43-9D4E-2B8F3F5E7A10"
     private let devices = [
-        DeviceTarget(userID: "u1", token: "ab", environment: .production, timeZone: nil),
-        DeviceTarget(userID: "u2", token: "cd", environment: .development, timeZone: "Europe/Zurich"),
+        DeviceTarget(userID: "u1", token: "ab", destination: .apns(.production), timeZone: nil),
+        DeviceTarget(userID: "u2", token: "cd", destination: .apns(.development), timeZone: "Europe/Zurich"),
     ]
 
     @Test("a page's devices are taken once, by job and page, whatever the case of the job id")

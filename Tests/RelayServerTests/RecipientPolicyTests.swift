@@ -8,7 +8,7 @@ import Testing
 
 /// A notification type of the test tenant.
 private func notificationType(
-    interruptionLevel: APNsPayload.InterruptionLevel? = nil,
+    interruptionLevel: TenantConfiguration.InterruptionLevel? = nil,
     optOutAllowed: Bool = true,
     defaultEnabled: Bool = true
 ) -> TenantConfiguration.NotificationType {
@@ -52,7 +52,7 @@ private func policy(
     tenant: TenantConfiguration = exampleTenant(),
     threadID: String? = "t1",
     scope: String? = "s1",
-    interruptionLevel: APNsPayload.InterruptionLevel? = nil
+    interruptionLevel: TenantConfiguration.InterruptionLevel? = nil
 ) -> RecipientPolicy {
     RecipientPolicy(
         tenant: tenant,

@@ -25,7 +25,7 @@ extension RelayServerSuites {
         @Test func aSendIsCountedAndTheGaugesAreSampled() async throws {
             let registry = testMetricsRegistry
             try await RelayHarness.with { relay in
-                await relay.pools.warm([(tenant: "circl", environment: .production)])
+                await relay.pools.warm([(tenant: "circl", destination: .apns(.production))])
                 #expect(await relay.service.notReadyReason() == nil)
                 let client = relay.client("circl")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))

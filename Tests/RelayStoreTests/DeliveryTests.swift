@@ -10,7 +10,7 @@ func makeDeliveries(tenant: String, count: Int, job: String = "job-1") -> [Deliv
         let dead = index % 1_000 == 999
         return DeliveryRecord(
             tenantID: tenant, jobID: index.isMultiple(of: 2) ? job : job + "-b", userID: "user\(index % 100)",
-            token: deviceToken(index), apnsID: UUID().uuidString, outcome: dead ? .tokenDead : .delivered,
+            token: deviceToken(index), providerMessageID: UUID().uuidString, outcome: dead ? .tokenDead : .delivered,
             reason: dead ? "Unregistered" : nil, attempt: 1, sentAt: sent, answeredAt: sent.addingTimeInterval(1),
             latencyMilliseconds: 1_000)
     }
@@ -56,7 +56,8 @@ struct DeliveryTests {
             let sent = instant(7).addingTimeInterval(0.123_456)
             let record = DeliveryRecord(
                 tenantID: "circl", jobID: "job\t1\\x", userID: "user\nwith\rbreaks\\", token: deviceToken(1),
-                apnsID: "\\N", outcome: .retryLater, reason: "tab\there, newline\nthere\\, and \\t literally",
+                providerMessageID: "\\N", outcome: .retryLater,
+                reason: "tab\there, newline\nthere\\, and \\t literally",
                 attempt: 3, sentAt: sent, answeredAt: sent.addingTimeInterval(0.000_001), latencyMilliseconds: 0
             )
             #expect(try await store.recordDeliveries([record]) == DeliveryWriteReport(rows: 1, statements: 1))
@@ -84,7 +85,7 @@ struct DeliveryTests {
             let mixed = (0..<3).map { index in
                 DeliveryRecord(
                     tenantID: "circl", jobID: "mixed", userID: index == 0 ? nil : "user\(index)",
-                    token: deviceToken(10 + index), apnsID: index == 1 ? UUID().uuidString : nil,
+                    token: deviceToken(10 + index), providerMessageID: index == 1 ? UUID().uuidString : nil,
                     outcome: index == 2 ? .tokenDead : .delivered, reason: index == 2 ? "Unregistered" : nil,
                     attempt: index + 1, sentAt: instant(index), answeredAt: index == 0 ? nil : instant(index + 1),
                     latencyMilliseconds: index == 0 ? nil : index * 10)

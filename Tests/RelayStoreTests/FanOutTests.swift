@@ -89,10 +89,13 @@ struct FanOutTests {
             #expect(leased.page == 1 && leased.claims == 1 && leased.topicRange == nil)
             #expect(leased.tokens == first.devices.map(\.token) && leased.users == first.devices.map(\.userID))
             #expect(try await pages() == ["1 leased planner 1 ann,bob,ann 3"])
-            // By tokens, in either case, not leased: page 2 pending.
+            // By tokens, an APNs token in either case (a token is not trimmed: " token" is no token), not leased:
+            // page 2 pending.
             let second = try await store.addListedJobPage(
                 jobID: job.id, tenant: "circl", page: 2, dueAt: instant(0),
-                recipients: .tokens([deviceToken(4).uppercased(), " \(deviceToken(2))", deviceToken(9), "no token"]),
+                recipients: .tokens([
+                    deviceToken(4).uppercased(), deviceToken(2), " \(deviceToken(5))", deviceToken(9), "no token",
+                ]),
                 excludedUsers: [])
             #expect(second.devices.map(\.userID) == ["bob", "cat"] && second.leased == nil)
             // No device: no page. Written before (a planner that took over): left as it was, not leased again.
@@ -250,7 +253,7 @@ struct FanOutTests {
             let all = pages.flatMap { $0 }
             #expect(all.map(\.token) == all.map(\.token).sorted())
             #expect(Set(all.map(\.userID)) == Set((1...12).map { "user\($0)" } + ["user5b"]))
-            #expect(all.allSatisfy { $0.environment == .production })
+            #expect(all.allSatisfy { $0.destination == .apns(.production) })
 
             let photos = try await store.activeDevices(tenant: "familyportal", topic: "photos", limit: 100)
             #expect(photos.map(\.userID) == ["user3", "user6", "user9", "user12", "photographer"])

@@ -57,7 +57,12 @@ func sealedKeys(in store: RelayStore) async throws -> [[UInt8]] {
 }
 
 /// Whether a signing key's provider token verifies with `publicKey`.
-func tokenVerifies(_ key: APNsSigningKey, with publicKey: P256.Signing.PublicKey) -> Bool {
+func tokenVerifies(_ unsealed: UnsealedSigningKey, with publicKey: P256.Signing.PublicKey) -> Bool {
+    guard unsealed.kind == .apnsP8,
+        let key = try? APNsSigningKey(
+            privateKey: P256.Signing.PrivateKey(derRepresentation: unsealed.material), keyID: unsealed.record.keyID,
+            teamID: unsealed.record.teamID)
+    else { return false }
     let parts = key.makeToken(issuedAt: Date()).split(separator: ".")
     guard parts.count == 3, let raw = Base64URL.decode(parts[2]),
         let signature = try? P256.Signing.ECDSASignature(rawRepresentation: raw)
@@ -129,8 +134,8 @@ struct KeyTests {
             #expect(loaded.count == 1)
             let key = try #require(loaded.first)
             #expect(key.record.environment == .both)
-            #expect(key.key.keyID == "KEY0000001" && key.key.teamID == "TEAM000001")
-            #expect(tokenVerifies(key.key, with: privateKey.publicKey))
+            #expect(key.record.keyID == "KEY0000001" && key.record.teamID == "TEAM000001")
+            #expect(tokenVerifies(key, with: privateKey.publicKey))
 
             let error = await storeError {
                 _ = try await store.loadSigningKeys(tenant: "argus", masterKey: .generate())
@@ -266,7 +271,7 @@ struct KeyTests {
             #expect(keys.first { $0.keyID == "OLDKEY0001" }?.retiredAt != nil)
             let usable = try await store.loadSigningKeys(tenant: "familyportal", masterKey: master)
             #expect(usable.map(\.record.keyID) == ["NEWKEY0001"])
-            #expect(tokenVerifies(try #require(usable.first).key, with: newKey.publicKey))
+            #expect(tokenVerifies(try #require(usable.first), with: newKey.publicKey))
 
             try await store.removeSigningKey(tenant: "familyportal", keyID: "OLDKEY0001")
             #expect(try await store.listSigningKeys(tenant: "familyportal").map(\.keyID) == ["NEWKEY0001"])

@@ -101,13 +101,14 @@ class DeadToken(_message.Message):
     def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., reason: _Optional[str] = ..., invalidated_at_ms: _Optional[int] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class Delivery(_message.Message):
-    __slots__ = ["answered_at_ms", "apns_id", "attempt", "job_id", "latency_ms", "outcome", "reason", "sent_at_ms", "token", "user_id"]
+    __slots__ = ["answered_at_ms", "apns_id", "attempt", "job_id", "latency_ms", "outcome", "provider_message_id", "reason", "sent_at_ms", "token", "user_id"]
     ANSWERED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     APNS_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SENT_AT_MS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -118,11 +119,12 @@ class Delivery(_message.Message):
     job_id: str
     latency_ms: int
     outcome: str
+    provider_message_id: str
     reason: str
     sent_at_ms: int
     token: str
     user_id: str
-    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., token: _Optional[str] = ..., apns_id: _Optional[str] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., attempt: _Optional[int] = ..., sent_at_ms: _Optional[int] = ..., answered_at_ms: _Optional[int] = ..., latency_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., token: _Optional[str] = ..., apns_id: _Optional[str] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., attempt: _Optional[int] = ..., sent_at_ms: _Optional[int] = ..., answered_at_ms: _Optional[int] = ..., latency_ms: _Optional[int] = ..., provider_message_id: _Optional[str] = ...) -> None: ...
 
 class DeliveryList(_message.Message):
     __slots__ = ["deliveries", "next_cursor"]
@@ -133,7 +135,7 @@ class DeliveryList(_message.Message):
     def __init__(self, deliveries: _Optional[_Iterable[_Union[Delivery, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ["active", "app_version", "device_id", "environment", "invalidated_at_ms", "locale", "platform", "registered_at_ms", "time_zone", "token", "topics", "user_id"]
+    __slots__ = ["active", "app_version", "device_id", "environment", "invalidated_at_ms", "locale", "platform", "provider", "registered_at_ms", "time_zone", "token", "topics", "user_id"]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     APP_VERSION_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +143,7 @@ class Device(_message.Message):
     INVALIDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     LOCALE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -153,12 +156,13 @@ class Device(_message.Message):
     invalidated_at_ms: int
     locale: str
     platform: str
+    provider: str
     registered_at_ms: int
     time_zone: str
     token: str
     topics: _containers.RepeatedScalarFieldContainer[str]
     user_id: str
-    def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., platform: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., device_id: _Optional[str] = ..., app_version: _Optional[str] = ..., locale: _Optional[str] = ..., time_zone: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., active: bool = ..., registered_at_ms: _Optional[int] = ..., invalidated_at_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., platform: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., device_id: _Optional[str] = ..., app_version: _Optional[str] = ..., locale: _Optional[str] = ..., time_zone: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., active: bool = ..., registered_at_ms: _Optional[int] = ..., invalidated_at_ms: _Optional[int] = ..., provider: _Optional[str] = ...) -> None: ...
 
 class DeviceList(_message.Message):
     __slots__ = ["devices", "next_cursor"]
@@ -169,12 +173,13 @@ class DeviceList(_message.Message):
     def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., next_cursor: _Optional[str] = ...) -> None: ...
 
 class DeviceOutcome(_message.Message):
-    __slots__ = ["apns_id", "attempts", "environment", "invalidated_at_ms", "outcome", "reason", "token", "user_id"]
+    __slots__ = ["apns_id", "attempts", "environment", "invalidated_at_ms", "outcome", "provider_message_id", "reason", "token", "user_id"]
     APNS_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     INVALIDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -183,10 +188,11 @@ class DeviceOutcome(_message.Message):
     environment: Environment
     invalidated_at_ms: int
     outcome: str
+    provider_message_id: str
     reason: str
     token: str
     user_id: str
-    def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., apns_id: _Optional[str] = ..., attempts: _Optional[int] = ..., invalidated_at_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., outcome: _Optional[str] = ..., reason: _Optional[str] = ..., apns_id: _Optional[str] = ..., attempts: _Optional[int] = ..., invalidated_at_ms: _Optional[int] = ..., provider_message_id: _Optional[str] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ["code", "field", "message", "request_id", "retry_after_ms"]
@@ -437,12 +443,13 @@ class QueryDeliveries(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., user_id: _Optional[str] = ..., token: _Optional[str] = ..., from_ms: _Optional[int] = ..., to_ms: _Optional[int] = ..., limit: _Optional[int] = ..., cursor: _Optional[str] = ...) -> None: ...
 
 class RegisterDevice(_message.Message):
-    __slots__ = ["app_version", "device_id", "environment", "locale", "platform", "time_zone", "token", "topics", "user_id"]
+    __slots__ = ["app_version", "device_id", "environment", "locale", "platform", "provider", "time_zone", "token", "topics", "user_id"]
     APP_VERSION_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     LOCALE_FIELD_NUMBER: _ClassVar[int]
     PLATFORM_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
     TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
@@ -452,11 +459,12 @@ class RegisterDevice(_message.Message):
     environment: Environment
     locale: str
     platform: str
+    provider: str
     time_zone: str
     token: str
     topics: _containers.RepeatedScalarFieldContainer[str]
     user_id: str
-    def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., platform: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., device_id: _Optional[str] = ..., app_version: _Optional[str] = ..., locale: _Optional[str] = ..., time_zone: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, user_id: _Optional[str] = ..., token: _Optional[str] = ..., platform: _Optional[str] = ..., environment: _Optional[_Union[Environment, str]] = ..., device_id: _Optional[str] = ..., app_version: _Optional[str] = ..., locale: _Optional[str] = ..., time_zone: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ...) -> None: ...
 
 class RegisterDeviceResult(_message.Message):
     __slots__ = ["device", "previous_user_id", "replaced_token", "status"]

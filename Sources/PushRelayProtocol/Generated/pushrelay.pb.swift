@@ -196,7 +196,8 @@ public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIt
 
 }
 
-/// The APNs environment a token belongs to.
+/// The APNs environment a token belongs to (APNs devices only; other providers' devices leave it
+/// unspecified).
 public nonisolated enum Pushrelay_V1_Environment: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
   case unspecified // = 0
@@ -440,12 +441,15 @@ public nonisolated struct Pushrelay_V1_RegisterDevice: Sendable {
 
   public var userID: String = String()
 
-  /// The APNs device token, hex (64 to 200 hex digits).
+  /// The device token. An APNs token is hex (an even number of 64 to 200 hex digits, either case; stored
+  /// lower-cased); any other provider's token is 1 to 4096 bytes without spaces or control characters, stored
+  /// and sent byte for byte (FCM tokens are case-sensitive).
   public var token: String = String()
 
-  /// "ios", "ipados", "macos", "watchos", ... (free text, lower case).
+  /// "ios", "ipados", "macos", "watchos", "android", ... (free text, lower case).
   public var platform: String = String()
 
+  /// Required for APNs (PRODUCTION or SANDBOX); other providers leave it unspecified.
   public var environment: Pushrelay_V1_Environment = .unspecified
 
   public var deviceID: String = String()
@@ -460,6 +464,10 @@ public nonisolated struct Pushrelay_V1_RegisterDevice: Sendable {
 
   /// Subscription topics from the tenant's `subscription_topics` (familyportal's "chat", "photos").
   public var topics: [String] = []
+
+  /// The push service the token belongs to: "apns" (the default when empty), "fcm", "webpush". A relay
+  /// refuses a provider it does not serve (INVALID_ARGUMENT, field register_device.provider).
+  public var provider: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -495,8 +503,11 @@ public nonisolated struct Pushrelay_V1_Device: Sendable {
   /// Unix milliseconds.
   public var registeredAtMs: Int64 = 0
 
-  /// When APNs said the token stopped being valid (Unix ms), 0 if never.
+  /// When the provider said the token stopped being valid (Unix ms), 0 if never.
   public var invalidatedAtMs: Int64 = 0
+
+  /// The push service the token belongs to ("apns", "fcm", ...).
+  public var provider: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -894,16 +905,20 @@ public nonisolated struct Pushrelay_V1_DeviceOutcome: Sendable {
   /// they end; the reason is "quiet_hours").
   public var outcome: String = String()
 
-  /// APNs reason ("BadDeviceToken", "Unregistered") or the skip reason.
+  /// The provider's reason ("BadDeviceToken", "Unregistered") or the skip reason.
   public var reason: String = String()
 
+  /// The apns-id of the APNs request (APNs devices only; the same as provider_message_id).
   public var apnsID: String = String()
 
   /// Requests sent to APNs for the device: every one counts, resends after a lost connection included.
   public var attempts: UInt32 = 0
 
-  /// With dead_token: Apple's timestamp (Unix ms) when APNs gave one.
+  /// With dead_token: the provider's timestamp (Unix ms) when it gave one (APNs does).
   public var invalidatedAtMs: Int64 = 0
+
+  /// The provider's id of the message it accepted or refused (APNs: the apns-id; FCM: the message name).
+  public var providerMessageID: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1062,7 +1077,7 @@ public nonisolated struct Pushrelay_V1_QueryDeliveries: Sendable {
   public init() {}
 }
 
-/// One APNs attempt as recorded in PostgreSQL.
+/// One delivery attempt as recorded in PostgreSQL.
 public nonisolated struct Pushrelay_V1_Delivery: Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
@@ -1072,8 +1087,10 @@ public nonisolated struct Pushrelay_V1_Delivery: Sendable {
 
   public var userID: String = String()
 
+  /// The device token as stored (an APNs token lower-cased, any other byte for byte).
   public var token: String = String()
 
+  /// The apns-id of the APNs request (APNs devices only; the same as provider_message_id).
   public var apnsID: String = String()
 
   /// "delivered", "rejected", "dead_token", "failed", "skipped" with its reason, "expired", or "deferred"
@@ -1090,6 +1107,9 @@ public nonisolated struct Pushrelay_V1_Delivery: Sendable {
   public var answeredAtMs: Int64 = 0
 
   public var latencyMs: UInt32 = 0
+
+  /// The provider's id of the message (APNs: the apns-id; FCM: the message name).
+  public var providerMessageID: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1813,7 +1833,7 @@ nonisolated extension Pushrelay_V1_Error: SwiftProtobuf.Message, SwiftProtobuf._
 
 nonisolated extension Pushrelay_V1_RegisterDevice: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".RegisterDevice"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}token\0\u{1}platform\0\u{1}environment\0\u{3}device_id\0\u{3}app_version\0\u{1}locale\0\u{3}time_zone\0\u{1}topics\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}token\0\u{1}platform\0\u{1}environment\0\u{3}device_id\0\u{3}app_version\0\u{1}locale\0\u{3}time_zone\0\u{1}topics\0\u{1}provider\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1830,6 +1850,7 @@ nonisolated extension Pushrelay_V1_RegisterDevice: SwiftProtobuf.Message, SwiftP
       case 7: try { try decoder.decodeSingularStringField(value: &self.locale) }()
       case 8: try { try decoder.decodeSingularStringField(value: &self.timeZone) }()
       case 9: try { try decoder.decodeRepeatedStringField(value: &self.topics) }()
+      case 10: try { try decoder.decodeSingularStringField(value: &self.provider) }()
       default: break
       }
     }
@@ -1863,6 +1884,9 @@ nonisolated extension Pushrelay_V1_RegisterDevice: SwiftProtobuf.Message, SwiftP
     if !self.topics.isEmpty {
       try visitor.visitRepeatedStringField(value: self.topics, fieldNumber: 9)
     }
+    if !self.provider.isEmpty {
+      try visitor.visitSingularStringField(value: self.provider, fieldNumber: 10)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1876,6 +1900,7 @@ nonisolated extension Pushrelay_V1_RegisterDevice: SwiftProtobuf.Message, SwiftP
     if lhs.locale != rhs.locale {return false}
     if lhs.timeZone != rhs.timeZone {return false}
     if lhs.topics != rhs.topics {return false}
+    if lhs.provider != rhs.provider {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1883,7 +1908,7 @@ nonisolated extension Pushrelay_V1_RegisterDevice: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Pushrelay_V1_Device: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Device"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}token\0\u{1}platform\0\u{1}environment\0\u{3}device_id\0\u{3}app_version\0\u{1}locale\0\u{3}time_zone\0\u{1}topics\0\u{1}active\0\u{3}registered_at_ms\0\u{3}invalidated_at_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}token\0\u{1}platform\0\u{1}environment\0\u{3}device_id\0\u{3}app_version\0\u{1}locale\0\u{3}time_zone\0\u{1}topics\0\u{1}active\0\u{3}registered_at_ms\0\u{3}invalidated_at_ms\0\u{1}provider\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1903,6 +1928,7 @@ nonisolated extension Pushrelay_V1_Device: SwiftProtobuf.Message, SwiftProtobuf.
       case 10: try { try decoder.decodeSingularBoolField(value: &self.active) }()
       case 11: try { try decoder.decodeSingularInt64Field(value: &self.registeredAtMs) }()
       case 12: try { try decoder.decodeSingularInt64Field(value: &self.invalidatedAtMs) }()
+      case 13: try { try decoder.decodeSingularStringField(value: &self.provider) }()
       default: break
       }
     }
@@ -1945,6 +1971,9 @@ nonisolated extension Pushrelay_V1_Device: SwiftProtobuf.Message, SwiftProtobuf.
     if self.invalidatedAtMs != 0 {
       try visitor.visitSingularInt64Field(value: self.invalidatedAtMs, fieldNumber: 12)
     }
+    if !self.provider.isEmpty {
+      try visitor.visitSingularStringField(value: self.provider, fieldNumber: 13)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1961,6 +1990,7 @@ nonisolated extension Pushrelay_V1_Device: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.active != rhs.active {return false}
     if lhs.registeredAtMs != rhs.registeredAtMs {return false}
     if lhs.invalidatedAtMs != rhs.invalidatedAtMs {return false}
+    if lhs.provider != rhs.provider {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2502,7 +2532,7 @@ nonisolated extension Pushrelay_V1_Send: SwiftProtobuf.Message, SwiftProtobuf._M
 
 nonisolated extension Pushrelay_V1_DeviceOutcome: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".DeviceOutcome"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}token\0\u{1}environment\0\u{1}outcome\0\u{1}reason\0\u{3}apns_id\0\u{1}attempts\0\u{3}invalidated_at_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{1}token\0\u{1}environment\0\u{1}outcome\0\u{1}reason\0\u{3}apns_id\0\u{1}attempts\0\u{3}invalidated_at_ms\0\u{3}provider_message_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2518,6 +2548,7 @@ nonisolated extension Pushrelay_V1_DeviceOutcome: SwiftProtobuf.Message, SwiftPr
       case 6: try { try decoder.decodeSingularStringField(value: &self.apnsID) }()
       case 7: try { try decoder.decodeSingularUInt32Field(value: &self.attempts) }()
       case 8: try { try decoder.decodeSingularInt64Field(value: &self.invalidatedAtMs) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.providerMessageID) }()
       default: break
       }
     }
@@ -2548,6 +2579,9 @@ nonisolated extension Pushrelay_V1_DeviceOutcome: SwiftProtobuf.Message, SwiftPr
     if self.invalidatedAtMs != 0 {
       try visitor.visitSingularInt64Field(value: self.invalidatedAtMs, fieldNumber: 8)
     }
+    if !self.providerMessageID.isEmpty {
+      try visitor.visitSingularStringField(value: self.providerMessageID, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2560,6 +2594,7 @@ nonisolated extension Pushrelay_V1_DeviceOutcome: SwiftProtobuf.Message, SwiftPr
     if lhs.apnsID != rhs.apnsID {return false}
     if lhs.attempts != rhs.attempts {return false}
     if lhs.invalidatedAtMs != rhs.invalidatedAtMs {return false}
+    if lhs.providerMessageID != rhs.providerMessageID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -2877,7 +2912,7 @@ nonisolated extension Pushrelay_V1_QueryDeliveries: SwiftProtobuf.Message, Swift
 
 nonisolated extension Pushrelay_V1_Delivery: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Delivery"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{3}user_id\0\u{1}token\0\u{3}apns_id\0\u{1}outcome\0\u{1}reason\0\u{1}attempt\0\u{3}sent_at_ms\0\u{3}answered_at_ms\0\u{3}latency_ms\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}job_id\0\u{3}user_id\0\u{1}token\0\u{3}apns_id\0\u{1}outcome\0\u{1}reason\0\u{1}attempt\0\u{3}sent_at_ms\0\u{3}answered_at_ms\0\u{3}latency_ms\0\u{3}provider_message_id\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2895,6 +2930,7 @@ nonisolated extension Pushrelay_V1_Delivery: SwiftProtobuf.Message, SwiftProtobu
       case 8: try { try decoder.decodeSingularInt64Field(value: &self.sentAtMs) }()
       case 9: try { try decoder.decodeSingularInt64Field(value: &self.answeredAtMs) }()
       case 10: try { try decoder.decodeSingularUInt32Field(value: &self.latencyMs) }()
+      case 11: try { try decoder.decodeSingularStringField(value: &self.providerMessageID) }()
       default: break
       }
     }
@@ -2931,6 +2967,9 @@ nonisolated extension Pushrelay_V1_Delivery: SwiftProtobuf.Message, SwiftProtobu
     if self.latencyMs != 0 {
       try visitor.visitSingularUInt32Field(value: self.latencyMs, fieldNumber: 10)
     }
+    if !self.providerMessageID.isEmpty {
+      try visitor.visitSingularStringField(value: self.providerMessageID, fieldNumber: 11)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2945,6 +2984,7 @@ nonisolated extension Pushrelay_V1_Delivery: SwiftProtobuf.Message, SwiftProtobu
     if lhs.sentAtMs != rhs.sentAtMs {return false}
     if lhs.answeredAtMs != rhs.answeredAtMs {return false}
     if lhs.latencyMs != rhs.latencyMs {return false}
+    if lhs.providerMessageID != rhs.providerMessageID {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

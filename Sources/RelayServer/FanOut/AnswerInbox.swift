@@ -1,12 +1,10 @@
-import APNs
 import Foundation
 import Synchronization
 
-/// One APNs answer for a page: the index of its device, the pool's report (or why there is none), and when
-/// it came.
+/// One provider answer for a page: the index of its device, the pool's report, and when it came.
 struct Answer: Sendable {
     var index: Int
-    var result: Result<APNsDeliveryReport, any Error>
+    var report: ProviderReport
     var at: ContinuousClock.Instant
 }
 

@@ -1,4 +1,3 @@
-import APNs
 import Foundation
 import Logging
 import NIOCore
@@ -30,11 +29,11 @@ import Synchronization
 /// ``FanOutTuning/maximumSendsInFlight``) + 2 × ``FanOutTuning/recordBatch`` × (``FanOutTuning/pageLoops`` +
 /// ``FanOutTuning/openingPageLoops``) sent-but-unrecorded devices; the process that takes a page over skips the devices already recorded and sends
 /// the others again.
-public final class FanOutWorker: Sendable {
+package final class FanOutWorker: Sendable {
     /// The sizes and timings of this process's fan-out.
-    public let tuning: FanOutTuning
+    package let tuning: FanOutTuning
     /// This process's name in the leases it takes.
-    public let owner: String
+    package let owner: String
     private let store: RelayStore
     private let pools: PoolRegistry
     private let results: ResultBroadcaster
@@ -117,7 +116,7 @@ public final class FanOutWorker: Sendable {
     /// first, pages handed over to the loops and not taken yet have their lease ended (another process takes
     /// them at once), and the delivery writer (a task of its own, which cancellation does not reach) writes the
     /// last rows.
-    public func run() async {
+    package func run() async {
         let writing = Task { await writer.run() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.tick() }
@@ -282,7 +281,7 @@ public final class FanOutWorker: Sendable {
             throw ProtocolError(.notFound, "tenant \(job.tenantID) is gone")
         }
         let request = try Pushrelay_V1_Send(serializedBytes: job.request)
-        let plan = try SendPlan(request, tenant: tenant)
+        let plan = try SendPlan(request, tenant: tenant, services: pools.services)
         remember(plan, tenant: tenant, jobID: job.id)
         return (plan, tenant)
     }

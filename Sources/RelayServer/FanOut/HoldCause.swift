@@ -1,8 +1,6 @@
-import APNs
-
 /// Why a device's notification is held instead of recorded: its provider could not take it, for a while
 /// (``outage``) or until the tenant's configuration is fixed (``configuration``). Anything else a send ends with
-/// (delivered, a dead token, a notification APNs refuses for its own content) is recorded at once.
+/// (delivered, a dead token, a notification the provider refuses for its own content) is recorded at once.
 enum HoldCause: Hashable, Sendable {
     /// Unreachable, a lost connection, a deadline, 429 or 5xx after the engine's retries: it comes back by itself.
     case outage(reason: String)
@@ -15,30 +13,6 @@ enum HoldCause: Hashable, Sendable {
         switch self {
         case .outage(let reason), .configuration(let reason): reason
         }
-    }
-
-    /// The hold cause of an engine report, or `nil` when the report is final.
-    init?(_ report: APNsDeliveryReport) {
-        switch report.outcome {
-        case .retryLater:
-            let reason =
-                report.response?.reason?.rawValue ?? report.failure?.code ?? report.response.map { "HTTP_\($0.status)" }
-            self = .outage(reason: reason ?? "unknown")
-        case .configurationFault:
-            guard let response = report.response, response.refusesConfiguration, let reason = response.reason else {
-                return nil
-            }
-            self = .configuration(reason: reason.rawValue)
-        case .delivered, .tokenDead:
-            return nil
-        }
-    }
-
-    /// The hold cause of an error a pool answered instead of a report, or `nil` when it is final (a notification
-    /// the engine refuses as invalid).
-    init?(_ error: any Error) {
-        guard let error = error as? APNsPoolError else { return nil }
-        self = .outage(reason: error.code)
     }
 
     /// What an operator does about a configuration fault of `reason` for `tenant`, in a sentence.

@@ -1,4 +1,3 @@
-import APNs
 import Foundation
 import PushRelayProtocol
 import RelayStore
@@ -11,8 +10,9 @@ extension PageSender {
     /// answers' rows (fewer than a batch), counted and not written: the page's completion writes them.
     ///
     /// No task or future per notification: the requests started in one pass are handed to their pool together
-    /// (``PassBatches``), whose event loop drops their answers into an ``AnswerInbox``, and this task takes the
-    /// answers in batches (whatever came while it was recording or pacing).
+    /// (``PassBatches``), whose engine drops their answers into an ``AnswerInbox``, and this task takes the
+    /// answers in batches (whatever came while it was recording or pacing). Every provider's devices go the same
+    /// way; only their pools and their rendering (``SendPlan/renderings``) differ.
     func send(_ devices: [DeviceTarget], counts: inout JobPageCounts) async throws -> [DeliveryRecord] {
         let rate = tenant.rateLimits.notificationsPerSecond
         let recordBatch = tuning.recordBatch
@@ -30,7 +30,7 @@ extension PageSender {
         var pending: [DeliveryRecord] = []
         // Devices whose provider cannot take them now, by destination and cause: held, not recorded.
         var held: [HeldGroup: [DeviceTarget]] = [:]
-        var deliveredTo: Set<APNsEnvironment> = []
+        var deliveredTo: Set<Destination> = []
         var writing: Task<Void, any Error>?
         var latencies: [Duration] = []
         // Sends the pacer allowed and not started yet: it is asked once per burst, not once per send.
@@ -56,20 +56,20 @@ extension PageSender {
                 next += 1
                 let device = devices[index]
                 let startedAt = passes.startTime()
-                var lookup = pools.known(device.environment, allowed: plan.environments)
-                if lookup == nil { lookup = await pools.lookUp(device.environment, passes: &passes) }
+                let destination = device.destination
+                var lookup = pools.known(destination, allowed: plan.destinations)
+                if lookup == nil { lookup = await pools.lookUp(destination, passes: &passes) }
                 switch lookup! {
                 case .success(let pool):
-                    let notification = APNsNotification(
-                        deviceToken: device.token, bundleID: plan.bundleID, pushType: plan.pushType,
-                        priority: plan.priority, expiration: plan.expiration(now: startedAt.date, hold: page.hold),
-                        collapseID: plan.collapseID, payload: plan.payload
-                    )
+                    let request = ProviderRequest(
+                        token: device.token, expiration: plan.expiration(now: startedAt.date, hold: page.hold))
                     started[index] = StartedSend(sentAt: startedAt.date, at: startedAt.instant)
                     inFlight += 1
-                    passes.append(index, notification, to: pool, environment: device.environment)
+                    passes.append(
+                        index, request, to: pool, destination: destination,
+                        rendering: plan.renderings[destination.provider]!)
                 case .failure(let refusal) where refusal.hold != nil:
-                    held[HeldGroup(environment: device.environment, cause: refusal.hold!), default: []].append(device)
+                    held[HeldGroup(destination: destination, cause: refusal.hold!), default: []].append(device)
                 case .failure(let refusal):
                     var record = unanswered(device, sentAt: startedAt.date, outcome: refusal.outcome)
                     record.reason = refusal.reason
@@ -102,10 +102,10 @@ extension PageSender {
                         device, send: send, answer: answer, answeredAt: answeredAt, latencies: &latencies)
                     {
                     case .recorded(let record):
-                        if record.outcome == .delivered { deliveredTo.insert(device.environment) }
+                        if record.outcome == .delivered { deliveredTo.insert(device.destination) }
                         pending.append(record)
                     case .held(let cause):
-                        held[HeldGroup(environment: device.environment, cause: cause), default: []].append(device)
+                        held[HeldGroup(destination: device.destination, cause: cause), default: []].append(device)
                     }
                 }
                 window.record(answers: answered, shortestRoundTrip: shortest)
@@ -120,8 +120,8 @@ extension PageSender {
         try await writing?.value
         pending.append(contentsOf: try await hold(held, counts: &counts))
         tally(pending, latencies: latencies, counts: &counts)
-        for environment in deliveredTo {
-            await self.pools.reportDelivered(tenant: page.tenantID, environment: environment)
+        for destination in deliveredTo {
+            await self.pools.reportDelivered(tenant: page.tenantID, destination: destination)
         }
         return pending
     }
@@ -129,7 +129,7 @@ extension PageSender {
     /// Holds each group of devices in a page of the job due at its next retry (with the schedule's backoff) until
     /// the notification's validity ends, when they are recorded expired instead (the rows returned, not counted
     /// yet). A configuration cause faults its destination, so that the next pages hold without sending. A page
-    /// holds its devices of one environment once: claimed again, it writes no second held page. Each hold is
+    /// holds its devices of one destination once: claimed again, it writes no second held page. Each hold is
     /// announced on the results stream (`held`).
     private func hold(_ held: [HeldGroup: [DeviceTarget]], counts: inout JobPageCounts) async throws
         -> [DeliveryRecord]
@@ -140,16 +140,16 @@ extension PageSender {
         let until = page.hold?.until ?? plan.holdDeadline(due: page.dueAt)
         var random = SystemRandomNumberGenerator()
         var expired: [DeliveryRecord] = []
-        // One held page per environment (written once per page it comes from), for its most frequent cause.
-        var byEnvironment: [APNsEnvironment: (devices: [DeviceTarget], causes: [HoldCause: Int])] = [:]
+        // One held page per destination (written once per page it comes from), for its most frequent cause.
+        var byDestination: [Destination: (devices: [DeviceTarget], causes: [HoldCause: Int])] = [:]
         for (group, devices) in held {
             if case .configuration(let reason) = group.cause {
-                await pools.reportFault(tenant: page.tenantID, environment: group.environment, reason: reason)
+                await pools.reportFault(tenant: page.tenantID, destination: group.destination, reason: reason)
             }
-            byEnvironment[group.environment, default: ([], [:])].devices += devices
-            byEnvironment[group.environment]?.causes[group.cause, default: 0] += devices.count
+            byDestination[group.destination, default: ([], [:])].devices += devices
+            byDestination[group.destination]?.causes[group.cause, default: 0] += devices.count
         }
-        for (environment, entry) in byEnvironment {
+        for (destination, entry) in byDestination {
             let (devices, causes) = entry
             guard let cause = causes.max(by: { ($0.value, $0.key.reason) < ($1.value, $1.key.reason) })?.key
             else { continue }
@@ -162,17 +162,17 @@ extension PageSender {
             let due = min(now + RetrySchedule.standard.delay(round: round, using: &random).seconds, until)
             let hold = DeliveryHold(
                 round: round, since: page.hold?.since ?? now, until: until, reason: cause.reason,
-                environment: environment.rawValue)
+                environment: destination.storedName)
             try await store.deferJobDevices(
                 jobID: page.jobID, tenant: page.tenantID, dueAt: due, tokens: devices.map(\.token),
                 users: devices.map(\.userID), hold: hold, fromPage: page.page)
             counts.deferred += devices.count
             RelayMetrics.held(tenant: page.tenantID, reason: cause.reason, count: devices.count)
-            announceHeld(devices.count, environment: environment, reason: cause.reason, nextAttempt: due)
+            announceHeld(devices.count, destination: destination, reason: cause.reason, nextAttempt: due)
             logger.info(
                 "devices held for their provider",
                 metadata: [
-                    "devices": "\(devices.count)", "apns.environment": "\(environment.rawValue)",
+                    "devices": "\(devices.count)", "destination": "\(destination)",
                     "reason": "\(cause.reason)", "round": "\(round)",
                     "next_attempt_in_ms": "\(Int(due.timeIntervalSince(now) * 1000))",
                 ])
@@ -180,15 +180,15 @@ extension PageSender {
         return expired
     }
 
-    /// Tells the tenant's results subscribers that `devices` of the job wait for `environment`, why and until when.
-    private func announceHeld(_ devices: Int, environment: APNsEnvironment, reason: String, nextAttempt: Date) {
+    /// Tells the tenant's results subscribers that `devices` of the job wait for `destination`, why and until when.
+    private func announceHeld(_ devices: Int, destination: Destination, reason: String, nextAttempt: Date) {
         guard results.hasSubscribers(tenant: page.tenantID, receipts: false) else { return }
         var held = Pushrelay_V1_HeldDevices()
         held.jobID = page.jobID
         held.devices = UInt32(clamping: devices)
         held.reason = reason
         held.nextAttemptMs = nextAttempt.unixMilliseconds
-        held.environment = .init(environment)
+        held.environment = destination.apnsEnvironment.map(Pushrelay_V1_Environment.init) ?? .unspecified
         var event = Pushrelay_V1_ResultEvent()
         event.held = held
         results.publish(event, tenant: page.tenantID)
@@ -204,7 +204,7 @@ extension PageSender {
         return Task { try await writer.record(rows) }
     }
 
-    /// Counts a batch of rows' outcomes into `counts` and notes their APNs latencies.
+    /// Counts a batch of rows' outcomes into `counts` and notes their providers' latencies.
     private func tally(_ rows: [DeliveryRecord], latencies: [Duration], counts: inout JobPageCounts) {
         RelayMetrics.apnsLatencies(latencies)
         for index in rows.indices { count(rows[index].outcome, into: &counts) }
@@ -223,40 +223,33 @@ extension PageSender {
     private func finish(
         _ device: DeviceTarget, send: StartedSend, answer: Answer, answeredAt: Date, latencies: inout [Duration]
     ) async -> Finished {
-        var record = unanswered(device, sentAt: send.sentAt, outcome: .configurationFault)
+        let report = answer.report
+        if report.attempts > 0 { latencies.append(answer.at - send.at) }
+        if let cause = report.hold { return .held(cause) }
+        var record = unanswered(device, sentAt: send.sentAt, outcome: report.outcome)
         record.answeredAt = answeredAt
-        switch answer.result {
-        case .success(let report):
-            latencies.append(answer.at - send.at)
-            if let cause = HoldCause(report) { return .held(cause) }
-            record.outcome = DeliveryOutcome(report.outcome)
-            record.apnsID = report.response?.apnsID
-            record.reason = report.response?.reason?.rawValue ?? report.failure.map { "\($0)" }
-            record.attempt = max(report.attempts, 1)
-            record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(record.sentAt) * 1000)
-            if report.outcome == .tokenDead {
-                let timestamp = report.response?.timestampMilliseconds.map(Date.init(unixMilliseconds:)) ?? answeredAt
-                if await !tokenDied(device, reason: record.reason ?? "", at: timestamp) {
-                    // Apple's rule: a token registered after the time APNs says it stopped being valid stays in
-                    // use. The device is kept, so the outcome is a failed attempt, not a dead token.
-                    record.outcome = .retryLater
-                    record.reason = (record.reason ?? "") + " (kept: registered after its timestamp)"
-                }
-            } else if report.outcome == .delivered, results.hasSubscribers(tenant: page.tenantID, receipts: true) {
-                var event = Pushrelay_V1_ResultEvent()
-                event.receipt = Pushrelay_V1_Delivery(record)
-                results.publish(event, tenant: page.tenantID)
+        record.providerMessageID = report.messageID
+        record.reason = report.reason
+        guard report.attempts > 0 else { return .recorded(record) }
+        record.attempt = report.attempts
+        record.latencyMilliseconds = Int(answeredAt.timeIntervalSince(record.sentAt) * 1000)
+        if report.outcome == .tokenDead {
+            if await !tokenDied(device, reason: record.reason ?? "", at: report.timestamp ?? answeredAt) {
+                // Apple's rule: a token registered after the time the provider says it stopped being valid stays in
+                // use. The device is kept, so the outcome is a failed attempt, not a dead token.
+                record.outcome = .retryLater
+                record.reason = (record.reason ?? "") + " (kept: registered after its timestamp)"
             }
-        case .failure(let error):
-            if let cause = HoldCause(error) { return .held(cause) }
-            record.outcome = .configurationFault
-            record.reason = "\(error)"
+        } else if report.outcome == .delivered, results.hasSubscribers(tenant: page.tenantID, receipts: true) {
+            var event = Pushrelay_V1_ResultEvent()
+            event.receipt = Pushrelay_V1_Delivery(record)
+            results.publish(event, tenant: page.tenantID)
         }
         return .recorded(record)
     }
 
-    /// Deactivates a token APNs declared dead at `timestamp` and announces it; returns `false` when every row of
-    /// the token was registered after `timestamp`, so none was deactivated and nothing is announced.
+    /// Deactivates a token its provider declared dead at `timestamp` and announces it; returns `false` when every
+    /// row of the token was registered after `timestamp`, so none was deactivated and nothing is announced.
     private func tokenDied(_ device: DeviceTarget, reason: String, at timestamp: Date) async -> Bool {
         // A database that does not answer leaves the verdict standing: the token is announced dead.
         let deactivated =
@@ -284,6 +277,6 @@ enum Finished {
 
 /// Devices held together: one destination, one cause.
 struct HeldGroup: Hashable {
-    var environment: APNsEnvironment
+    var destination: Destination
     var cause: HoldCause
 }

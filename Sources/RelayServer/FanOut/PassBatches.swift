@@ -1,37 +1,37 @@
-import APNs
 import Foundation
-import PushRelayProtocol
 import RelayStore
 
 /// The requests of one pass for one pool, handed to it together, with their devices' positions in the page.
 struct PoolBatch {
-    let pool: APNsPool
+    let pool: any ProviderPool
+    let rendering: any ProviderRendering
     private(set) var indices: [Int] = []
-    private(set) var notifications: [APNsNotification] = []
+    private(set) var requests: [ProviderRequest] = []
 
-    init(pool: APNsPool) {
+    init(pool: any ProviderPool, rendering: any ProviderRendering) {
         self.pool = pool
+        self.rendering = rendering
     }
 
     /// Adds the request to the device at `index`.
-    mutating func append(_ index: Int, _ notification: APNsNotification) {
+    mutating func append(_ index: Int, _ request: ProviderRequest) {
         indices.append(index)
-        notifications.append(notification)
+        requests.append(request)
     }
 
     /// Empties the batch, keeping its capacity for the next pass.
     mutating func removeAll() {
         indices.removeAll(keepingCapacity: true)
-        notifications.removeAll(keepingCapacity: true)
+        requests.removeAll(keepingCapacity: true)
     }
 }
 
-/// The requests a page starts in one pass, by environment: handed to their pools together when the pass ends
-/// (one hop to each pool's event loop), their answers left in the page's ``AnswerInbox``. The requests of a pass
+/// The requests a page starts in one pass, by destination: handed to their pools together when the pass ends
+/// (one hop to each pool's engine), their answers left in the page's ``AnswerInbox``. The requests of a pass
 /// share the time they were started: they leave together.
 struct PassBatches {
     let inbox: AnswerInbox
-    private var batches: [APNsEnvironment: PoolBatch] = [:]
+    private var batches: [Destination: PoolBatch] = [:]
     private var passStart: (date: Date, instant: ContinuousClock.Instant)?
 
     init(inbox: AnswerInbox) {
@@ -51,23 +51,25 @@ struct PassBatches {
         passStart = nil
     }
 
-    /// Adds the request to the device at `index` to `pool`'s batch.
+    /// Adds the request to the device at `index` to the batch of `destination`'s `pool`, whose requests are
+    /// rendered from `rendering`.
     mutating func append(
-        _ index: Int, _ notification: APNsNotification, to pool: APNsPool, environment: APNsEnvironment
+        _ index: Int, _ request: ProviderRequest, to pool: any ProviderPool, destination: Destination,
+        rendering: any ProviderRendering
     ) {
-        batches[environment, default: PoolBatch(pool: pool)].append(index, notification)
+        batches[destination, default: PoolBatch(pool: pool, rendering: rendering)].append(index, request)
     }
 
     /// Hands every batch to its pool and ends the pass.
     mutating func submit() {
         passStart = nil
         let inbox = inbox
-        for (environment, batch) in batches where !batch.notifications.isEmpty {
+        for (destination, batch) in batches where !batch.requests.isEmpty {
             let indices = batch.indices
-            batch.pool.send(batch.notifications) { position, result in
-                inbox.put(Answer(index: indices[position], result: result, at: ContinuousClock.now))
+            batch.pool.send(batch.requests, rendering: batch.rendering) { position, report in
+                inbox.put(Answer(index: indices[position], report: report, at: ContinuousClock.now))
             }
-            batches[environment]?.removeAll()
+            batches[destination]?.removeAll()
         }
     }
 }
@@ -81,40 +83,41 @@ extension PageSender {
         var hold: HoldCause?
     }
 
-    /// A page's pools, looked up once per environment from the ``PoolRegistry``.
+    /// A page's pools, looked up once per destination from the ``PoolRegistry``.
     struct Pools {
         let tenant: String
         let registry: PoolRegistry
-        private var byEnvironment: [APNsEnvironment: Result<APNsPool, Refusal>] = [:]
+        private var byDestination: [Destination: Result<any ProviderPool, Refusal>] = [:]
 
         init(tenant: String, registry: PoolRegistry) {
             self.tenant = tenant
             self.registry = registry
         }
 
-        /// The pool for `environment` or why there is none, when that is known without the registry: an
-        /// environment the send does not name (a configuration fault), or one looked up before. `nil`: look it up.
-        func known(_ environment: APNsEnvironment, allowed: Set<APNsEnvironment>) -> Result<APNsPool, Refusal>? {
-            guard allowed.contains(environment) else {
-                return .failure(Refusal(outcome: .configurationFault, reason: "EnvironmentNotConfigured"))
+        /// The pool for `destination` or why there is none, when that is known without the registry: a destination
+        /// the send does not reach (a configuration fault), or one looked up before. `nil`: look it up.
+        func known(_ destination: Destination, allowed: Set<Destination>) -> Result<any ProviderPool, Refusal>? {
+            guard allowed.contains(destination) else {
+                let reason = destination.provider == .apns ? "EnvironmentNotConfigured" : "ProviderNotConfigured"
+                return .failure(Refusal(outcome: .configurationFault, reason: reason))
             }
-            return byEnvironment[environment]
+            return byDestination[destination]
         }
 
-        /// Looks the pool for `environment` up in the registry, once per page: the pool, or why there is none now
+        /// Looks the pool for `destination` up in the registry, once per page: the pool, or why there is none now
         /// (its devices are held). The lookup ends the pass's shared start time.
-        mutating func lookUp(_ environment: APNsEnvironment, passes: inout PassBatches) async -> Result<
-            APNsPool, Refusal
+        mutating func lookUp(_ destination: Destination, passes: inout PassBatches) async -> Result<
+            any ProviderPool, Refusal
         > {
-            let found: Result<APNsPool, Refusal>
+            let found: Result<any ProviderPool, Refusal>
             do throws(PoolUnavailable) {
-                found = .success(try await registry.pool(tenant: tenant, environment: environment))
+                found = .success(try await registry.pool(tenant: tenant, destination: destination))
             } catch {
                 let cause: HoldCause =
                     error.isConfiguration ? .configuration(reason: error.reason) : .outage(reason: error.reason)
                 found = .failure(Refusal(outcome: .retryLater, reason: error.message, hold: cause))
             }
-            byEnvironment[environment] = found
+            byDestination[destination] = found
             passes.restartClock()
             return found
         }

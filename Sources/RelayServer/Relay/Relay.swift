@@ -1,33 +1,33 @@
 import Foundation
-public import Logging
-public import NIOCore
-public import RelayStore
-public import ServiceLifecycle
+package import Logging
+package import NIOCore
+package import RelayStore
+package import ServiceLifecycle
 
 /// The relay, wired once: the APNs pools, the service, the operator port and the listener, built in their order
 /// by ``start(configuration:store:group:logger:)``, then run as one swift-service-lifecycle `ServiceGroup` of
 /// ``RelayPart``s until a graceful shutdown stops them in the reverse order. `pushrelay serve` runs it; the tests
 /// run the same type.
-public struct Relay: Sendable {
+package struct Relay: Sendable {
     /// The names of the parts, in the order they are listed in the service group; a graceful shutdown stops
     /// them from the last to the first: the listener (GOODBYE, in-flight requests answered), the operator port,
     /// the fan-out (pages being sent are finished and their delivery rows written), the samplers, the heartbeat
     /// (its row removed: the other relays take its share of the tenants' rates), then the pools.
-    public static let partOrder = [
+    package static let partOrder = [
         "APNs pools", "key-change follower", "maintenance", "node heartbeat", "metrics sampler", "fan-out worker",
         "operator HTTP server", "relay listener",
     ]
 
     /// The store every part reads and writes.
-    public let store: RelayStore
+    package let store: RelayStore
     /// The APNs pools, one per tenant and environment.
-    public let pools: PoolRegistry
+    package let pools: PoolRegistry
     /// What the relay does for each request, and its fan-out worker.
-    public let service: RelayService
+    package let service: RelayService
     /// The wire protocol's listener, accepting from ``start(configuration:store:group:logger:)`` on.
-    public let server: RelayServer
+    package let server: RelayServer
     /// The operators' HTTP port, when it is configured and could be opened.
-    public let operatorServer: OperatorHTTPServer?
+    package let operatorServer: OperatorHTTPServer?
     private let configuration: Configuration
     private let logger: Logger
 
@@ -36,15 +36,18 @@ public struct Relay: Sendable {
     ///
     /// - Throws: ``RelayStartError`` when the operator port cannot be opened (a second relay on the same host
     ///   with the default address), the listener's errors when it cannot listen.
-    public static func start(
+    package static func start(
         configuration: Configuration,
         store: RelayStore,
         group: any EventLoopGroup,
         logger: Logger
     ) async throws -> Relay {
+        let apns = APNsService(
+            store: store, masterKey: configuration.masterKey, target: configuration.target, group: group)
         let pools = PoolRegistry(
-            store: store, masterKey: configuration.masterKey, target: configuration.target, group: group,
-            logger: logger
+            store: store, masterKey: configuration.masterKey,
+            services: PushServices([apns] + configuration.additionalServices), logger: logger,
+            relayName: ProcessInfo.processInfo.hostName
         )
         let service = RelayService(
             store: store, pools: pools, limits: configuration.server.limits,
@@ -56,9 +59,8 @@ public struct Relay: Sendable {
             let records = try await store.listTenants().filter(\.enabled)
             await pools.warm(
                 records.flatMap { record in
-                    Set(record.configuration.bundleIDs.values.flatMap(\.environments))
-                        .sorted { $0.rawValue < $1.rawValue }
-                        .map { (tenant: record.id, environment: $0) }
+                    Set(record.configuration.bundleIDs.values.flatMap(\.environments)).map(Destination.apns).sorted()
+                        .map { (tenant: record.id, destination: $0) }
                 }
             )
         }
@@ -97,7 +99,7 @@ public struct Relay: Sendable {
 
     /// Runs the parts until SIGTERM or SIGINT (or the task's cancellation), then stops them in the reverse of
     /// ``partOrder``.
-    public func run() async throws {
+    package func run() async throws {
         try await ServiceGroup(
             services: parts(stopped: { _ in }), gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
         ).run()
@@ -105,7 +107,7 @@ public struct Relay: Sendable {
 
     /// The parts as a service group that no signal stops, for a caller that triggers the graceful shutdown
     /// itself; `stopped` is told the name of each part once it has stopped.
-    public func serviceGroup(stopped: @escaping @Sendable (String) -> Void = { _ in }) -> ServiceGroup {
+    package func serviceGroup(stopped: @escaping @Sendable (String) -> Void = { _ in }) -> ServiceGroup {
         ServiceGroup(services: parts(stopped: stopped), logger: logger)
     }
 

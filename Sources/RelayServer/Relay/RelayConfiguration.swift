@@ -1,49 +1,51 @@
 import APNs
-public import NIOCore
-public import Prometheus
-public import RelayStore
+package import NIOCore
+package import Prometheus
+package import RelayStore
 
 extension Relay {
     /// What a ``Relay`` is built from: the listener, where APNs is, the master key, the request limits, the
     /// operator port and which background parts run. `pushrelay serve` makes one from its settings; the tests
     /// make theirs.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// The wire protocol's listener: address, limits, timeouts, TLS.
-        public var server: RelayServerConfiguration
+        package var server: RelayServerConfiguration
         /// Where the APNs pools connect, and with how many connections.
-        public var target: APNsTarget
+        package var target: APNsTarget
         /// The key that unseals stored signing keys; `nil`: stored keys cannot be used.
-        public var masterKey: MasterKey?
+        package var masterKey: MasterKey?
         /// Requests per second each credential may make.
-        public var requestsPerSecond: Double = 1_000
+        package var requestsPerSecond: Double = 1_000
         /// Requests a credential may make in a burst above that rate.
-        public var requestBurst: Int = 2_000
+        package var requestBurst: Int = 2_000
         /// Database statements one tenant's requests run at once; more wait their turn.
-        public var statementsPerTenant: Int = 4
+        package var statementsPerTenant: Int = 4
         /// Days of delivery rows kept by the hourly maintenance.
-        public var retentionDays: Int = 30
+        package var retentionDays: Int = 30
         /// Where the operators' HTTP port (`/metrics`, `/healthz`, `/readyz`) listens and the registry its
         /// `/metrics` shows; `nil`: not opened.
-        public var operatorPort: (host: String, port: Int, registry: PrometheusCollectorRegistry)?
+        package var operatorPort: (host: String, port: Int, registry: PrometheusCollectorRegistry)?
         /// Whether the pools of every enabled tenant's environments are built at start, so the first send finds
         /// them warm.
-        public var warmsPools = true
+        package var warmsPools = true
         /// Whether this process runs the fan-out worker (without it, accepted jobs wait for another relay).
-        public var runsFanOut = true
+        package var runsFanOut = true
         /// Whether the background parts run: maintenance, the node heartbeat, the metrics sampler and the
         /// key-change follower.
-        public var runsBackgroundParts = true
+        package var runsBackgroundParts = true
         /// How long the pools let requests in flight finish at shutdown.
-        public var poolShutdownGrace: TimeAmount = .seconds(5)
+        package var poolShutdownGrace: TimeAmount = .seconds(5)
         /// How often maintenance runs (partitions made and dropped, old rows removed).
-        public var maintenanceInterval: Duration = .seconds(3_600)
+        package var maintenanceInterval: Duration = .seconds(3_600)
         /// How often pool gauges are sampled.
-        public var metricsInterval: Duration = .seconds(5)
+        package var metricsInterval: Duration = .seconds(5)
         /// The fan-out's page sizes, sends in flight and leases.
-        public var fanOutTuning: FanOutTuning = .standard
+        package var fanOutTuning: FanOutTuning = .standard
+        /// Push services beside APNs (the tests' recording provider); one of APNs' provider replaces APNs.
+        var additionalServices: [any PushService] = []
 
         /// A configuration with the listener `server` sending to `target`, and the defaults for the rest.
-        public init(server: RelayServerConfiguration, target: APNsTarget, masterKey: MasterKey?) {
+        package init(server: RelayServerConfiguration, target: APNsTarget, masterKey: MasterKey?) {
             self.server = server
             self.target = target
             self.masterKey = masterKey

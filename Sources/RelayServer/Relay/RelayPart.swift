@@ -1,4 +1,4 @@
-public import ServiceLifecycle
+import ServiceLifecycle
 
 /// One part of a running relay (the listener, the fan-out worker, the operator port, maintenance, the
 /// key-change follower, the pools) as a swift-service-lifecycle `Service`.
@@ -7,15 +7,15 @@ public import ServiceLifecycle
 /// the pages it is sending), then `stop` runs. A `ServiceGroup` shuts its services down one at a time in
 /// the reverse order of its list, so the parts are listed in the order they depend on each other: the
 /// pools first, the listener last (it stops first: no new requests while the rest finishes).
-public struct RelayPart: Service, CustomStringConvertible {
+package struct RelayPart: Service, CustomStringConvertible {
     /// The part's name in the group's logs.
-    public let description: String
+    package let description: String
     private let work: @Sendable () async -> Void
     private let stop: @Sendable () async -> Void
 
     /// A part named `name` doing `work` until the graceful shutdown (by default nothing: it only waits for
     /// it), then `stop`.
-    public init(
+    package init(
         _ name: String,
         work: @escaping @Sendable () async -> Void = { try? await gracefulShutdown() },
         stop: @escaping @Sendable () async -> Void = {}
@@ -37,7 +37,7 @@ public struct RelayPart: Service, CustomStringConvertible {
     }
 
     /// Runs `work` until the graceful shutdown or cancellation, then `stop`.
-    public func run() async {
+    package func run() async {
         let work = self.work
         await cancelWhenGracefulShutdown { await work() }
         await stop()

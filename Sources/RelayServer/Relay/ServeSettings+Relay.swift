@@ -2,7 +2,7 @@ import APNs
 import Foundation
 import NIOSSL
 import PushRelayProtocol
-public import RelayStore
+package import RelayStore
 
 extension ServeSettings {
     /// The relay's configuration from these settings, sending to Apple's endpoints (or ``apnsEndpoint`` with
@@ -10,7 +10,7 @@ extension ServeSettings {
     ///
     /// - Throws: ``ServeSettingsError`` for an address that is not host:port, TLS files that are incomplete or
     ///   unreadable, or pool sizes that are not 1 ≤ floor ≤ cap.
-    public func relayConfiguration(masterKey: MasterKey?) throws(ServeSettingsError) -> Relay.Configuration {
+    package func relayConfiguration(masterKey: MasterKey?) throws(ServeSettingsError) -> Relay.Configuration {
         var configuration = Relay.Configuration(
             server: try serverConfiguration(), target: try appleTarget(), masterKey: masterKey)
         configuration.requestsPerSecond = requestsPerSecond
@@ -21,7 +21,7 @@ extension ServeSettings {
     }
 
     /// The operator port's host and port, or `nil` when ``metricsListen`` is `""`.
-    public func operatorAddress() throws(ServeSettingsError) -> (host: String, port: Int)? {
+    package func operatorAddress() throws(ServeSettingsError) -> (host: String, port: Int)? {
         guard !metricsListen.isEmpty else { return nil }
         guard let address = Self.hostAndPort(metricsListen) else {
             throw ServeSettingsError("metrics listen must be host:port or \"\", not \(metricsListen)")
@@ -30,7 +30,7 @@ extension ServeSettings {
     }
 
     /// The master key from ``masterKeyFile`` or `PUSHRELAY_MASTER_KEY`; `nil` when neither gives one.
-    public func masterKey() throws(ServeSettingsError) -> MasterKey? {
+    package func masterKey() throws(ServeSettingsError) -> MasterKey? {
         do {
             return try MasterKey.load(file: masterKeyFile)
         } catch {

@@ -1,14 +1,13 @@
-public import APNs
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 import Synchronization
 
 /// The outcome class of one delivery attempt, as stored in `deliveries.outcome`.
-public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
-    /// APNs accepted the notification (200).
+package enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
+    /// The provider accepted the notification (APNs: 200).
     case delivered
-    /// APNs declared the token dead (410 Unregistered, or BadDeviceToken).
+    /// The provider declared the token dead (APNs: 410 Unregistered, or BadDeviceToken).
     case tokenDead = "token_dead"
     /// A transient failure (429, 5xx, timeout): another attempt follows or the job gave up.
     case retryLater = "retry_later"
@@ -24,55 +23,43 @@ public enum DeliveryOutcome: String, Sendable, Hashable, CaseIterable {
     case deferred
 }
 
-extension DeliveryOutcome {
-    /// The delivery outcome recorded for an engine outcome class.
-    public init(_ outcome: APNsOutcomeClass) {
-        switch outcome {
-        case .delivered: self = .delivered
-        case .tokenDead: self = .tokenDead
-        case .retryLater: self = .retryLater
-        case .configurationFault: self = .configurationFault
-        }
-    }
-}
-
 /// One delivery attempt: a row of the `deliveries` table.
 ///
-/// Empty strings in ``userID``, ``apnsID`` and ``reason`` are stored as `NULL`, and a negative
+/// Empty strings in ``userID``, ``providerMessageID`` and ``reason`` are stored as `NULL`, and a negative
 /// ``latencyMilliseconds`` as no latency.
-public struct DeliveryRecord: Sendable, Hashable {
+package struct DeliveryRecord: Sendable, Hashable {
     /// The tenant the notification was sent for.
-    public var tenantID: String
+    package var tenantID: String
     /// The job (one backend request, possibly a fan-out) the attempt belongs to.
-    public var jobID: String
+    package var jobID: String
     /// The user the device belongs to, when known.
-    public var userID: String?
-    /// The device token, hex; stored lower-cased.
-    public var token: String
-    /// The `apns-id` of the request.
-    public var apnsID: String?
+    package var userID: String?
+    /// The device token as stored (``PushRelayProtocol/PushProvider/storedToken(_:)``: an APNs token lower-cased).
+    package var token: String
+    /// The provider's id of the message (APNs: the request's `apns-id`).
+    package var providerMessageID: String?
     /// The attempt's outcome class.
-    public var outcome: DeliveryOutcome
-    /// APNs' reason (`Unregistered`, `TopicDisallowed`) or the relay's reason for skipping.
-    public var reason: String?
+    package var outcome: DeliveryOutcome
+    /// The provider's reason (APNs' `Unregistered`, `TopicDisallowed`) or the relay's reason for skipping.
+    package var reason: String?
     /// The attempt's number, from 1 (0 for a notification skipped before any attempt).
-    public var attempt: Int
+    package var attempt: Int
     /// When the request was sent; the table is partitioned by this (UTC days).
-    public var sentAt: Date
-    /// When APNs answered, if it did.
-    public var answeredAt: Date?
-    /// The time from sending to APNs' answer, in milliseconds.
-    public var latencyMilliseconds: Int?
+    package var sentAt: Date
+    /// When the provider answered, if it did.
+    package var answeredAt: Date?
+    /// The time from sending to the provider's answer, in milliseconds.
+    package var latencyMilliseconds: Int?
     /// The notification type of the job (counted by per-user frequency caps).
-    public var notificationType: String?
+    package var notificationType: String?
 
     /// Creates a record.
-    public init(
+    package init(
         tenantID: String,
         jobID: String,
         userID: String? = nil,
         token: String,
-        apnsID: String? = nil,
+        providerMessageID: String? = nil,
         outcome: DeliveryOutcome,
         reason: String? = nil,
         attempt: Int = 1,
@@ -85,7 +72,7 @@ public struct DeliveryRecord: Sendable, Hashable {
         self.jobID = jobID
         self.userID = userID
         self.token = token
-        self.apnsID = apnsID
+        self.providerMessageID = providerMessageID
         self.outcome = outcome
         self.reason = reason
         self.attempt = attempt
@@ -97,16 +84,16 @@ public struct DeliveryRecord: Sendable, Hashable {
 }
 
 /// What ``RelayStore/recordDeliveries(_:batchSize:)`` did.
-public struct DeliveryWriteReport: Sendable, Hashable {
+package struct DeliveryWriteReport: Sendable, Hashable {
     /// The rows written.
-    public var rows: Int
+    package var rows: Int
     /// The SQL statements (round trips) it ran: one per batch, plus two for a batch that needed a new partition.
-    public var statements: Int
+    package var statements: Int
     /// The partitions it had to create because a row fell outside every existing one.
-    public var createdPartitions: [String]
+    package var createdPartitions: [String]
 
     /// Creates a report.
-    public init(rows: Int = 0, statements: Int = 0, createdPartitions: [String] = []) {
+    package init(rows: Int = 0, statements: Int = 0, createdPartitions: [String] = []) {
         self.rows = rows
         self.statements = statements
         self.createdPartitions = createdPartitions
@@ -116,20 +103,20 @@ public struct DeliveryWriteReport: Sendable, Hashable {
 /// Where a page of delivery rows ended (keyset paging): the last row's place in the order every delivery query
 /// answers in, newest first (`sent_at`, `attempt`, `job_id`, `user_id`, `token`, each descending). The next page
 /// reads only rows after it, by the index, however deep the paging goes.
-public struct DeliveryKey: Sendable, Hashable {
+package struct DeliveryKey: Sendable, Hashable {
     /// `sent_at` in microseconds since 1970 (PostgreSQL's own precision).
-    public var sentAtMicroseconds: Int64
+    package var sentAtMicroseconds: Int64
     /// The attempt.
-    public var attempt: Int
+    package var attempt: Int
     /// The job.
-    public var jobID: String
+    package var jobID: String
     /// The user (empty for a row without one).
-    public var userID: String
+    package var userID: String
     /// The token (empty for a user without a device).
-    public var token: String
+    package var token: String
 
     /// A key of these values.
-    public init(sentAtMicroseconds: Int64, attempt: Int, jobID: String, userID: String, token: String) {
+    package init(sentAtMicroseconds: Int64, attempt: Int, jobID: String, userID: String, token: String) {
         self.sentAtMicroseconds = sentAtMicroseconds
         self.attempt = attempt
         self.jobID = jobID
@@ -138,7 +125,7 @@ public struct DeliveryKey: Sendable, Hashable {
     }
 
     /// The key of `record`: the page after it starts with the row after it.
-    public init(after record: DeliveryRecord) {
+    package init(after record: DeliveryRecord) {
         self.init(
             sentAtMicroseconds: Int64((record.sentAt.timeIntervalSince1970 * 1_000_000).rounded()),
             attempt: record.attempt, jobID: record.jobID, userID: record.userID ?? "", token: record.token)

@@ -1,33 +1,37 @@
-public import APNs
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
+package import PushRelayProtocol
 
-/// What a device sends when it registers (or re-registers) its APNs token.
-public struct DeviceRegistration: Sendable, Hashable {
+/// What a device sends when it registers (or re-registers) its token.
+package struct DeviceRegistration: Sendable, Hashable {
     /// The tenant's id for the user the device belongs to.
-    public var userID: String
-    /// The APNs device token in hex; stored lower-cased.
-    public var token: String
-    /// The device's platform (`ios`).
-    public var platform: String
-    /// The APNs environment the token was issued for.
-    public var environment: TenantConfiguration.Environment
+    package var userID: String
+    /// The device token, stored by its provider's rule (``PushRelayProtocol/PushProvider/storedToken(_:)``: an
+    /// APNs token lower-cased, any other byte for byte).
+    package var token: String
+    /// The push service the token belongs to.
+    package var provider: PushProvider
+    /// The device's platform (`ios`, `android`).
+    package var platform: String
+    /// The APNs environment the token was issued for (`production` for other providers' devices).
+    package var environment: TenantConfiguration.Environment
     /// The app's identifier for the device, if it sends one.
-    public var deviceID: String?
+    package var deviceID: String?
     /// The app's version.
-    public var appVersion: String?
+    package var appVersion: String?
     /// The device's locale (`en_US`).
-    public var locale: String?
+    package var locale: String?
     /// The device's IANA time zone (`Europe/Paris`).
-    public var timeZone: String?
+    package var timeZone: String?
     /// The subscription topics the device subscribes to; each must be one of the tenant's `subscription_topics`.
-    public var topics: [String]
+    package var topics: [String]
 
     /// Creates a registration.
-    public init(
+    package init(
         userID: String,
         token: String,
+        provider: PushProvider = .apns,
         platform: String = "ios",
         environment: TenantConfiguration.Environment = .production,
         deviceID: String? = nil,
@@ -38,6 +42,7 @@ public struct DeviceRegistration: Sendable, Hashable {
     ) {
         self.userID = userID
         self.token = token
+        self.provider = provider
         self.platform = platform
         self.environment = environment
         self.deviceID = deviceID
@@ -48,73 +53,80 @@ public struct DeviceRegistration: Sendable, Hashable {
     }
 }
 
-/// What a fan-out needs of an active device: whose it is, its token, its environment and its time zone.
-public struct DeviceTarget: Sendable, Hashable {
+/// What a fan-out needs of an active device: whose it is, its token, where it is sent and its time zone.
+package struct DeviceTarget: Sendable, Hashable {
     /// The user who holds the device.
-    public var userID: String
-    /// The device token, lower-case hex.
-    public var token: String
-    /// The APNs environment of its build.
-    public var environment: TenantConfiguration.Environment
+    package var userID: String
+    /// The device token as stored.
+    package var token: String
+    /// Its provider and the provider's scope (APNs: the environment of its build).
+    package var destination: Destination
     /// Its IANA time zone, if it sent one.
-    public var timeZone: String?
+    package var timeZone: String?
 
     /// A target with these fields.
-    public init(userID: String, token: String, environment: TenantConfiguration.Environment, timeZone: String?) {
+    package init(userID: String, token: String, destination: Destination, timeZone: String?) {
         self.userID = userID
         self.token = token
-        self.environment = environment
+        self.destination = destination
         self.timeZone = timeZone
     }
 
     /// The target of a stored device.
-    public init(_ device: DeviceRecord) {
+    package init(_ device: DeviceRecord) {
         self.init(
-            userID: device.userID, token: device.token, environment: device.environment, timeZone: device.timeZone)
+            userID: device.userID, token: device.token, destination: device.destination, timeZone: device.timeZone)
     }
 
-    /// The columns it is read from, in order.
-    static let columns = "user_id, token, environment, time_zone"
+    /// The columns it is read from, in order (the destination by its stored name).
+    static let columns = "user_id, token, \(Destination.deviceColumn) AS destination, time_zone"
 }
 
 /// A device as stored in the `devices` table.
-public struct DeviceRecord: Sendable, Hashable {
+package struct DeviceRecord: Sendable, Hashable {
     /// The tenant the device belongs to.
-    public var tenantID: String
+    package var tenantID: String
     /// The user the token belongs to now.
-    public var userID: String
-    /// The APNs token, lower-case hex.
-    public var token: String
-    /// The platform (`ios`).
-    public var platform: String
-    /// The APNs environment of the token.
-    public var environment: TenantConfiguration.Environment
+    package var userID: String
+    /// The token as stored (an APNs token lower-case hex, any other as its provider gave it).
+    package var token: String
+    /// The push service the token belongs to.
+    package var provider: PushProvider
+    /// The platform (`ios`, `android`).
+    package var platform: String
+    /// The APNs environment of the token (`production` for other providers' devices).
+    package var environment: TenantConfiguration.Environment
     /// The app's identifier for the device.
-    public var deviceID: String?
+    package var deviceID: String?
     /// The app's version at the last registration.
-    public var appVersion: String?
+    package var appVersion: String?
     /// The locale at the last registration.
-    public var locale: String?
+    package var locale: String?
     /// The time zone at the last registration.
-    public var timeZone: String?
+    package var timeZone: String?
     /// The subscription topics.
-    public var topics: [String]
-    /// Whether pushes go to this token; `false` after APNs declared it dead.
-    public var active: Bool
+    package var topics: [String]
+    /// Whether pushes go to this token; `false` after its provider declared it dead.
+    package var active: Bool
     /// The time of the registration that wrote this row (the device's, as given to ``RelayStore/registerDevice(tenant:registration:at:)``).
-    public var registeredAt: Date
-    /// Apple's timestamp from the verdict that deactivated the token, or `nil` while it is alive.
-    public var invalidatedAt: Date?
+    package var registeredAt: Date
+    /// The provider's timestamp (Apple's) from the verdict that deactivated the token, or `nil` while it is alive.
+    package var invalidatedAt: Date?
     /// When the row was first inserted.
-    public var createdAt: Date
+    package var createdAt: Date
     /// When the row last changed.
-    public var updatedAt: Date
+    package var updatedAt: Date
+
+    /// Where the device's notifications go.
+    package var destination: Destination {
+        provider == .apns ? .apns(environment) : Destination(provider: provider)
+    }
 }
 
 /// What ``RelayStore/registerDevice(tenant:registration:at:)`` did.
-public struct DeviceRegistrationResult: Sendable, Hashable {
+package struct DeviceRegistrationResult: Sendable, Hashable {
     /// How the registration was applied.
-    public enum Status: String, Sendable, Hashable {
+    package enum Status: String, Sendable, Hashable {
         /// A new row was inserted.
         case created
         /// The existing row (same slot under the token policy) was overwritten and is active.
@@ -132,36 +144,36 @@ public struct DeviceRegistrationResult: Sendable, Hashable {
     }
 
     /// How the registration was applied.
-    public var status: Status
+    package var status: Status
     /// The user the token belonged to before, when it moved to another user (`token_moves_to_last_user`).
-    public var previousUserID: String?
+    package var previousUserID: String?
     /// The token the row held before, when the registration replaced it (`one_per_user_platform`).
-    public var replacedToken: String?
+    package var replacedToken: String?
     /// The row as stored after the call.
-    public var device: DeviceRecord
+    package var device: DeviceRecord
 
     /// Whether the registration left an active device (created, updated or reactivated).
-    public var applied: Bool {
+    package var applied: Bool {
         status == .created || status == .updated || status == .reactivated
     }
 }
 
 /// Where a page of a user's devices ended (keyset paging): the last device's place in LIST_DEVICES' order, the most
 /// recently registered first, then by token descending.
-public struct DeviceKey: Sendable, Hashable {
+package struct DeviceKey: Sendable, Hashable {
     /// `registered_at` in microseconds since 1970.
-    public var registeredAtMicroseconds: Int64
+    package var registeredAtMicroseconds: Int64
     /// The token.
-    public var token: String
+    package var token: String
 
     /// A key of these values.
-    public init(registeredAtMicroseconds: Int64, token: String) {
+    package init(registeredAtMicroseconds: Int64, token: String) {
         self.registeredAtMicroseconds = registeredAtMicroseconds
         self.token = token
     }
 
     /// The key of `device`: the page after it starts with the device after it.
-    public init(after device: DeviceRecord) {
+    package init(after device: DeviceRecord) {
         self.init(
             registeredAtMicroseconds: Int64((device.registeredAt.timeIntervalSince1970 * 1_000_000).rounded()),
             token: device.token)

@@ -1,9 +1,9 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 /// Where a job is in its life, as stored in `jobs.state`.
-public enum JobState: String, Sendable, Hashable, CaseIterable {
+package enum JobState: String, Sendable, Hashable, CaseIterable {
     /// Committed; the fan-out has not started yet.
     case accepted
     /// Committed with a `send_at` in the future; it waits for that time.
@@ -18,7 +18,7 @@ public enum JobState: String, Sendable, Hashable, CaseIterable {
     case cancelled
 
     /// Whether the job is over: ``completed``, ``failed`` or ``cancelled``. A finished job keeps its state.
-    public var isFinished: Bool {
+    package var isFinished: Bool {
         switch self {
         case .completed, .failed, .cancelled: true
         case .accepted, .scheduled, .running: false
@@ -27,41 +27,41 @@ public enum JobState: String, Sendable, Hashable, CaseIterable {
 }
 
 /// A job (one backend request, possibly a fan-out to many devices): a row of the `jobs` table.
-public struct JobRecord: Sendable, Hashable {
+package struct JobRecord: Sendable, Hashable {
     /// The job's id: a UUID in lower case.
-    public var id: String
+    package var id: String
     /// The tenant the job belongs to.
-    public var tenantID: String
+    package var tenantID: String
     /// The notification type (a key of the tenant's `notification_types`).
-    public var notificationType: String
+    package var notificationType: String
     /// Where the job is in its life.
-    public var state: JobState
+    package var state: JobState
     /// The backend's idempotency key, while it is remembered (cleared once older than
     /// ``RelayStore/idempotencyWindow``).
-    public var idempotencyKey: String?
+    package var idempotencyKey: String?
     /// The request as the relay received it (the serialized wire request); the store does not interpret it.
-    public var request: [UInt8]
+    package var request: [UInt8]
     /// When the job is to be sent, if it was scheduled.
-    public var sendAt: Date?
+    package var sendAt: Date?
     /// The devices the fan-out addresses.
-    public var devices: Int
+    package var devices: Int
     /// The devices APNs accepted the notification for.
-    public var delivered: Int
+    package var delivered: Int
     /// The devices whose delivery failed.
-    public var failed: Int
+    package var failed: Int
     /// The devices skipped (preferences, mutes, presence, inactive tokens).
-    public var skipped: Int
+    package var skipped: Int
     /// Why the job failed, when it did.
-    public var error: String?
+    package var error: String?
     /// When the job was accepted.
-    public var createdAt: Date
+    package var createdAt: Date
     /// When the row last changed.
-    public var updatedAt: Date
+    package var updatedAt: Date
     /// When the job reached ``JobState/completed``, ``JobState/failed`` or ``JobState/cancelled``.
-    public var finishedAt: Date?
+    package var finishedAt: Date?
 
     /// Creates a record.
-    public init(
+    package init(
         id: String,
         tenantID: String,
         notificationType: String,
@@ -97,14 +97,14 @@ public struct JobRecord: Sendable, Hashable {
 }
 
 /// What ``RelayStore/createJob(tenant:notificationType:idempotencyKey:request:sendAt:)`` did.
-public struct JobAcceptance: Sendable, Hashable {
+package struct JobAcceptance: Sendable, Hashable {
     /// The new job, or the earlier one with the same idempotency key.
-    public var job: JobRecord
+    package var job: JobRecord
     /// Whether ``job`` is an earlier job with the same idempotency key (nothing was created).
-    public var duplicate: Bool
+    package var duplicate: Bool
 
     /// Creates an acceptance.
-    public init(job: JobRecord, duplicate: Bool) {
+    package init(job: JobRecord, duplicate: Bool) {
         self.job = job
         self.duplicate = duplicate
     }

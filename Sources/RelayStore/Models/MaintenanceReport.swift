@@ -3,26 +3,26 @@ import Logging
 import PostgresNIO
 
 /// What ``RelayStore/maintain(retentionDays:now:)`` did.
-public struct MaintenanceReport: Sendable, Hashable {
+package struct MaintenanceReport: Sendable, Hashable {
     /// The delivery partitions it created (today's and the next days').
-    public var createdPartitions: [String]
+    package var createdPartitions: [String]
     /// The delivery partitions it dropped, wholly older than the retention.
-    public var droppedPartitions: [String]
+    package var droppedPartitions: [String]
     /// The idempotency keys it cleared, older than ``RelayStore/idempotencyWindow``.
-    public var clearedIdempotencyKeys: Int
+    package var clearedIdempotencyKeys: Int
     /// The finished jobs it deleted, finished before the retention.
-    public var deletedJobs: Int
+    package var deletedJobs: Int
     /// The mutes it deleted, ended by `now`.
-    public var deletedMutes: Int
+    package var deletedMutes: Int
     /// The presence rows it deleted, ended by `now`.
-    public var deletedPresence: Int
+    package var deletedPresence: Int
     /// The remembered dead tokens it forgot, invalidated before the retention.
-    public var deletedDeadTokens: Int
+    package var deletedDeadTokens: Int
     /// The (tenant, token, user) pairs it forgot: no device holds them, and none has since the retention.
-    public var deletedTokenUsers: Int
+    package var deletedTokenUsers: Int
 
     /// Creates a report.
-    public init(
+    package init(
         createdPartitions: [String] = [],
         droppedPartitions: [String] = [],
         clearedIdempotencyKeys: Int = 0,

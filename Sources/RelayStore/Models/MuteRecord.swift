@@ -1,22 +1,22 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 /// A user's mute of one thread or one scope: a row of the `mutes` table.
 ///
 /// Exactly one of ``threadID`` and ``scope`` is set.
-public struct MuteRecord: Sendable, Hashable {
+package struct MuteRecord: Sendable, Hashable {
     /// The user who muted.
-    public var userID: String
+    package var userID: String
     /// The muted thread (a notification's `thread-id`), for a thread mute.
-    public var threadID: String?
+    package var threadID: String?
     /// The muted scope (a name the tenant's backend gives a group of notifications), for a scope mute.
-    public var scope: String?
+    package var scope: String?
     /// When the mute ends; `nil` mutes until it is cleared.
-    public var until: Date?
+    package var until: Date?
 
     /// Creates a record.
-    public init(userID: String, threadID: String? = nil, scope: String? = nil, until: Date? = nil) {
+    package init(userID: String, threadID: String? = nil, scope: String? = nil, until: Date? = nil) {
         self.userID = userID
         self.threadID = threadID
         self.scope = scope

@@ -2,28 +2,28 @@ import Foundation
 import PostgresNIO
 
 /// What one relay's heartbeat saw of the relays sharing its database.
-public struct NodeHeartbeat: Sendable, Hashable {
+package struct NodeHeartbeat: Sendable, Hashable {
     /// Relays that have beaten within ``RelayStore/nodeLiveness``, this one included (at least 1).
-    public var liveRelays: Int
+    package var liveRelays: Int
     /// Per tenant with pages being sent: the pages leased now.
-    public var leasedPages: [String: LeasedPages]
+    package var leasedPages: [String: LeasedPages]
 
     /// A heartbeat's findings.
-    public init(liveRelays: Int, leasedPages: [String: LeasedPages]) {
+    package init(liveRelays: Int, leasedPages: [String: LeasedPages]) {
         self.liveRelays = liveRelays
         self.leasedPages = leasedPages
     }
 }
 
 /// A tenant's pages whose lease is held now: by the relay that asked, and by every relay.
-public struct LeasedPages: Sendable, Hashable {
+package struct LeasedPages: Sendable, Hashable {
     /// Pages leased by the relay that asked.
-    public var mine: Int
+    package var mine: Int
     /// Pages leased by any relay.
-    public var all: Int
+    package var all: Int
 
     /// Counts of leased pages.
-    public init(mine: Int, all: Int) {
+    package init(mine: Int, all: Int) {
         self.mine = mine
         self.all = all
     }

@@ -1,11 +1,10 @@
-public import APNs
 import Crypto
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 /// Which APNs environments a signing key is used for.
-public enum SigningKeyEnvironment: String, Sendable, Hashable, CaseIterable, Codable {
+package enum SigningKeyEnvironment: String, Sendable, Hashable, CaseIterable, Codable {
     /// `api.push.apple.com` only.
     case production
     /// `api.sandbox.push.apple.com` only.
@@ -15,7 +14,7 @@ public enum SigningKeyEnvironment: String, Sendable, Hashable, CaseIterable, Cod
 }
 
 /// Where a signing key is in its life.
-public enum SigningKeyStatus: String, Sendable, Hashable, CaseIterable, Codable {
+package enum SigningKeyStatus: String, Sendable, Hashable, CaseIterable, Codable {
     /// Used for new work.
     case active
     /// Replaced by a newer key; still used by work already in flight, then retired.
@@ -25,31 +24,40 @@ public enum SigningKeyStatus: String, Sendable, Hashable, CaseIterable, Codable 
 }
 
 /// A stored signing key's metadata: everything but the key itself.
-public struct SigningKeyRecord: Sendable, Hashable {
+package struct SigningKeyRecord: Sendable, Hashable {
     /// The tenant the key belongs to.
-    public var tenantID: String
+    package var tenantID: String
     /// Apple's 10-character key id (`kid`).
-    public var keyID: String
+    package var keyID: String
     /// Apple's 10-character team id (`iss`).
-    public var teamID: String
+    package var teamID: String
     /// The environments it is used for.
-    public var environment: SigningKeyEnvironment
+    package var environment: SigningKeyEnvironment
     /// The first 16 bytes of SHA-256 of the public key's DER (SubjectPublicKeyInfo), as 32 hex digits.
-    public var fingerprint: String
+    package var fingerprint: String
     /// Where the key is in its life.
-    public var status: SigningKeyStatus
+    package var status: SigningKeyStatus
     /// When it was added.
-    public var createdAt: Date
+    package var createdAt: Date
     /// When a rotation replaced it, if one did.
-    public var retiringAt: Date?
+    package var retiringAt: Date?
     /// When it was retired, if it was.
-    public var retiredAt: Date?
+    package var retiredAt: Date?
 }
 
-/// A stored signing key unsealed for the relay: the usable key and its metadata.
-public struct UnsealedSigningKey: Sendable {
+/// What kind of credential a sealed key is: how the provider layer decodes its bytes.
+package enum CredentialKind: String, Sendable, Hashable, CaseIterable, Codable {
+    /// An APNs token-based authentication key (`.p8`): a P-256 private key, its bytes PKCS#8 DER.
+    case apnsP8 = "apns_p8"
+}
+
+/// A stored signing key unsealed for the relay: its metadata, its kind and its bytes, which the provider
+/// layer decodes (the store knows no provider's key types).
+package struct UnsealedSigningKey: Sendable {
     /// The key's metadata.
-    public var record: SigningKeyRecord
-    /// The key, ready to make provider tokens.
-    public var key: APNsSigningKey
+    package var record: SigningKeyRecord
+    /// What the bytes are.
+    package var kind: CredentialKind
+    /// The private key's bytes (for ``CredentialKind/apnsP8``: PKCS#8 DER of a P-256 key).
+    package var material: Data
 }

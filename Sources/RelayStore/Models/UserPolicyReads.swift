@@ -1,17 +1,17 @@
-public import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
 
 /// How many notifications of one type a user received in the rolling hour and day before an instant, for
 /// the per-user caps of `rate_limits.per_user`.
-public struct SentCount: Sendable, Hashable {
+package struct SentCount: Sendable, Hashable {
     /// Notifications delivered in the last hour.
-    public var lastHour: Int
+    package var lastHour: Int
     /// Notifications delivered in the last 24 hours (the last hour included).
-    public var lastDay: Int
+    package var lastDay: Int
 
     /// Creates a count.
-    public init(lastHour: Int, lastDay: Int) {
+    package init(lastHour: Int, lastDay: Int) {
         self.lastHour = lastHour
         self.lastDay = lastDay
     }
@@ -19,21 +19,21 @@ public struct SentCount: Sendable, Hashable {
 
 /// Which of the policy's lookups ``RelayStore/userPolicy(tenant:users:reading:now:)`` makes: each only when its
 /// rule can apply to the notification.
-public struct UserPolicyReads: Sendable {
+package struct UserPolicyReads: Sendable {
     /// The users' preferences (the notification's type may be turned off).
-    public var preferences: Bool
+    package var preferences: Bool
     /// The users' mutes in force (the notification has a thread id or a scope).
-    public var mutes: Bool
+    package var mutes: Bool
     /// The users' presence in force (the notification has a thread id).
-    public var presence: Bool
+    package var presence: Bool
     /// The notification's type and its per-user cap, when it has one: the users at the cap are counted.
-    public var cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)?
+    package var cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)?
     /// What earlier reads counted of some of the users' rows of the capped type, if anything: one count per user
     /// of the read, in its order (``RelayStore/userPolicy(tenant:users:reading:now:)`` refuses another number).
-    public var known: KnownRowCounts?
+    package var known: KnownRowCounts?
 
     /// Creates a choice of lookups.
-    public init(
+    package init(
         preferences: Bool, mutes: Bool, presence: Bool,
         cap: (notificationType: String, limit: TenantConfiguration.PerUserLimit)? = nil,
         known: KnownRowCounts? = nil
@@ -48,17 +48,17 @@ public struct UserPolicyReads: Sendable {
 
 /// When a policy read counted users' rows of a capped type: its snapshot, and the jobs of the type that could
 /// still record rows then.
-public struct RowCountEpoch: Sendable, Hashable {
+package struct RowCountEpoch: Sendable, Hashable {
     /// The read's snapshot (`pg_snapshot` text): jobs whose insert it did not see were inserted after the count.
-    public var snapshot: String
+    package var snapshot: String
     /// The snapshot's `xmax` (`xmin:xmax:xip…`): a snapshot with a lower one is older.
-    public let order: UInt64
+    package let order: UInt64
     /// Jobs of the type not finished or not planned, or with a page pending or leased, when the read counted (at
     /// most the lower cap): the only jobs seen then that could record rows after.
-    public var openJobs: Int
+    package var openJobs: Int
 
     /// Creates an epoch.
-    public init(snapshot: String, openJobs: Int) {
+    package init(snapshot: String, openJobs: Int) {
         self.snapshot = snapshot
         self.order =
             snapshot.split(separator: ":", omittingEmptySubsequences: false).dropFirst().first
@@ -69,16 +69,16 @@ public struct RowCountEpoch: Sendable, Hashable {
 
 /// Users' delivered rows of a capped type as earlier reads counted them, for
 /// ``RelayStore/userPolicy(tenant:users:reading:now:)`` to count again only the users who may have reached the cap.
-public struct KnownRowCounts: Sendable, Hashable {
+package struct KnownRowCounts: Sendable, Hashable {
     /// The rows of each user of the read when counted, in the order of its users (each user's rows bound its
     /// notifications from above); -1 for a user not counted before. An array rather than a dictionary: a page's
     /// thousands of users are then not hashed once more to build it and again to look each of them up.
-    public var rows: [Int]
+    package var rows: [Int]
     /// The oldest of those counts' epochs, with the most open jobs any of them saw.
-    public var epoch: RowCountEpoch
+    package var epoch: RowCountEpoch
 
     /// Creates counts.
-    public init(rows: [Int], epoch: RowCountEpoch) {
+    package init(rows: [Int], epoch: RowCountEpoch) {
         self.rows = rows
         self.epoch = epoch
     }
@@ -86,23 +86,23 @@ public struct KnownRowCounts: Sendable, Hashable {
 
 /// What ``RelayStore/userPolicy(tenant:users:reading:now:)`` found of a page of users; users with nothing stored
 /// are absent.
-public struct UserPolicyRows: Sendable, Hashable {
+package struct UserPolicyRows: Sendable, Hashable {
     /// Stored settings per user, then per notification type (`false`: turned off).
-    public var preferences: [String: [String: Bool]] = [:]
+    package var preferences: [String: [String: Bool]] = [:]
     /// The mutes in force.
-    public var mutes: [MuteRecord] = []
+    package var mutes: [MuteRecord] = []
     /// The threads each user is active in, with when each presence ends.
-    public var activeThreads: [String: [String: Date]] = [:]
+    package var activeThreads: [String: [String: Date]] = [:]
     /// What each user at the type's cap received of it.
-    public var sentCounts: [String: SentCount] = [:]
+    package var sentCounts: [String: SentCount] = [:]
     /// The rows of the capped type of each user this read counted and found any for. A user it counted and found
     /// none for is absent, as is a user it did not count. It counts every user whose known count is -1 (every
     /// user when ``UserPolicyReads/known`` is `nil`), and each known user whose count plus the jobs of the type
     /// since may reach the lower cap.
-    public var countedRows: [String: Int] = [:]
+    package var countedRows: [String: Int] = [:]
     /// When this read counted, if it counted.
-    public var epoch: RowCountEpoch?
+    package var epoch: RowCountEpoch?
 
     /// Rows with nothing found.
-    public init() {}
+    package init() {}
 }

@@ -1,0 +1,133 @@
+import APNs
+import Foundation
+import Logging
+import NIOCore
+import PushRelayProtocol
+import RelayStore
+
+/// APNs behind the provider seam: renders a job's notification into its headers and payload, reaches the
+/// environments of a type's bundle id, and builds a tenant's pool for an environment with the tenant's newest usable
+/// signing key (or the simulator's fallback key).
+struct APNsService: PushService {
+    let store: RelayStore
+    let masterKey: MasterKey?
+    let target: APNsTarget
+    let group: any EventLoopGroup
+
+    var provider: PushProvider { .apns }
+
+    func destinations(
+        of type: TenantConfiguration.NotificationType, tenant: TenantConfiguration
+    ) -> Set<Destination> {
+        Set((tenant.bundleIDs[type.bundleID]?.environments ?? []).map(Destination.apns))
+    }
+
+    func render(
+        _ request: Pushrelay_V1_Send, plan: SendPlan, type: TenantConfiguration.NotificationType
+    ) throws(ProtocolError) -> (any ProviderRendering)? {
+        try APNsRendering(request, plan: plan, type: type)
+    }
+
+    func credentialID(tenant: String, destination: Destination) async throws(PoolUnavailable) -> String {
+        try await signingKey(tenant: tenant, environment: environment(of: destination)).keyID
+    }
+
+    func makePool(
+        tenant: String, destination: Destination, logger: Logger
+    ) async throws -> (pool: any ProviderPool, credentialID: String) {
+        let environment = try environment(of: destination)
+        let signingKey = try await signingKey(tenant: tenant, environment: environment)
+        var configuration = APNsPoolConfiguration(
+            endpoint: target.endpoint(for: APNsEnvironment(environment)), credential: .token(signingKey),
+            caFile: target.caFile
+        )
+        configuration.connections = target.connectionsPerPool
+        configuration.maximumConnections = target.maximumConnectionsPerPool
+        let pool = try APNsPool(configuration: configuration, eventLoop: group.next(), logger: logger)
+        do {
+            try await pool.start()
+        } catch {
+            await pool.shutdown(gracePeriod: .zero)
+            throw PoolUnavailable(
+                reason: (error as? APNsPoolError)?.code ?? "connect_failed",
+                message: "APNs pool for \(tenant) (\(environment.rawValue)): \(error)", isConfiguration: false)
+        }
+        logger.info("APNs pool warm", metadata: ["key_id": "\(signingKey.keyID)"])
+        return (APNsProviderPool(pool), signingKey.keyID)
+    }
+
+    private func environment(of destination: Destination) throws(PoolUnavailable) -> TenantConfiguration.Environment {
+        guard let environment = destination.apnsEnvironment else {
+            throw PoolUnavailable(
+                reason: "unknown_destination", message: "\(destination) is not an APNs environment",
+                isConfiguration: true)
+        }
+        return environment
+    }
+
+    /// The key `tenant` signs with in `environment`: its newest active stored key for it, else the fallback
+    /// key (the simulator's).
+    ///
+    /// - Throws: ``PoolUnavailable`` (a configuration fault) when there is none, or the relay cannot open it.
+    func signingKey(
+        tenant: String, environment: TenantConfiguration.Environment
+    ) async throws(PoolUnavailable) -> APNsSigningKey {
+        let records: [SigningKeyRecord]
+        do {
+            records = try await store.listSigningKeys(tenant: tenant).filter {
+                $0.status != .retired && $0.environment.covers(environment)
+            }
+        } catch {
+            throw PoolUnavailable(
+                reason: "database", message: "signing keys not read: \(error)", isConfiguration: false)
+        }
+        if !records.isEmpty {
+            guard let masterKey else {
+                throw PoolUnavailable(
+                    reason: "no_master_key",
+                    message: "tenant \(tenant) has stored signing keys but the relay has no master key "
+                        + "(give it master_key_file or PUSHRELAY_MASTER_KEY)",
+                    isConfiguration: true)
+            }
+            let keys: [UnsealedSigningKey]
+            do {
+                keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey)
+            } catch  where error.code == .wrongMasterKey {
+                throw PoolUnavailable(
+                    reason: "master_key_mismatch",
+                    message: "the relay's master key does not open the stored signing keys of \(tenant) "
+                        + "(it is not the master key that sealed them)",
+                    isConfiguration: true)
+            } catch {
+                throw PoolUnavailable(
+                    reason: error.isTransient ? "database" : "invalid_signing_key", message: "\(error)",
+                    isConfiguration: !error.isTransient)
+            }
+            if let newest = keys.first(where: {
+                $0.record.status == .active && $0.record.environment.covers(environment)
+            })
+                ?? keys.first(where: { $0.record.environment.covers(environment) })
+            {
+                return try Self.decode(newest)
+            }
+        }
+        if let fallback = target.fallbackKeys[tenant] { return fallback }
+        throw PoolUnavailable(
+            reason: "no_signing_key",
+            message: "tenant \(tenant) has no APNs signing key for \(environment.rawValue) "
+                + "(pushrelay admin key add \(tenant) ...)",
+            isConfiguration: true)
+    }
+
+    /// The engine's key of an unsealed `.p8`.
+    static func decode(_ key: UnsealedSigningKey) throws(PoolUnavailable) -> APNsSigningKey {
+        do {
+            return try key.apnsSigningKey()
+        } catch {
+            throw PoolUnavailable(
+                reason: "invalid_signing_key",
+                message: "stored key \(key.record.keyID) of \(key.record.tenantID) is unusable: \(error)",
+                isConfiguration: true)
+        }
+    }
+}
