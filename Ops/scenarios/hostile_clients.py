@@ -52,6 +52,7 @@ import time
 import traceback
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from pushrelay_client import MESSAGE_TYPES, Kind
 from pushrelay_client import pushrelay_pb2 as pb
 
 try:
@@ -73,28 +74,19 @@ MIB = 1024 * 1024
 HEADER = struct.Struct(">IBBHI")
 FLAG_ZSTD = 0x01
 
-HELLO, PING, GOODBYE = 0x0001, 0x0002, 0x0003
-REGISTER_DEVICE, UNREGISTER_DEVICE, LIST_DEVICES = 0x0010, 0x0011, 0x0012
-SEND, JOB_STATUS, QUERY_DELIVERIES, CANCEL_JOB = 0x0020, 0x0021, 0x0022, 0x0023
+# The kinds, from the client package: its Kind is made from pushrelay.proto's FrameKind.
+HELLO, PING, GOODBYE = Kind.HELLO, Kind.PING, Kind.GOODBYE
+REGISTER_DEVICE, UNREGISTER_DEVICE, LIST_DEVICES = Kind.REGISTER_DEVICE, Kind.UNREGISTER_DEVICE, Kind.LIST_DEVICES
+SEND, JOB_STATUS, QUERY_DELIVERIES, CANCEL_JOB = Kind.SEND, Kind.JOB_STATUS, Kind.QUERY_DELIVERIES, Kind.CANCEL_JOB
+LIST_NOTIFICATION_TYPES = Kind.LIST_NOTIFICATION_TYPES
 SET_PREFERENCES, GET_PREFERENCES, SET_MUTE, CLEAR_MUTE, LIST_MUTES, SET_PRESENCE = (
-    0x0030, 0x0031, 0x0032, 0x0033, 0x0034, 0x0035)
-SUBSCRIBE_RESULTS, UNSUBSCRIBE_RESULTS = 0x0040, 0x0041
-RESULT_EVENT, ERROR = 0x4040, 0xFFFF
+    Kind.SET_PREFERENCES, Kind.GET_PREFERENCES, Kind.SET_MUTE, Kind.CLEAR_MUTE, Kind.LIST_MUTES, Kind.SET_PRESENCE)
+SUBSCRIBE_RESULTS, UNSUBSCRIBE_RESULTS = Kind.SUBSCRIBE_RESULTS, Kind.UNSUBSCRIBE_RESULTS
+ERROR = Kind.ERROR
 
-KIND_NAMES = {
-    HELLO: "hello", PING: "ping", GOODBYE: "goodbye", REGISTER_DEVICE: "register_device",
-    UNREGISTER_DEVICE: "unregister_device", LIST_DEVICES: "list_devices", SEND: "send", JOB_STATUS: "job_status",
-    QUERY_DELIVERIES: "query_deliveries", CANCEL_JOB: "cancel_job", SET_PREFERENCES: "set_preferences",
-    GET_PREFERENCES: "get_preferences", SET_MUTE: "set_mute", CLEAR_MUTE: "clear_mute", LIST_MUTES: "list_mutes",
-    SET_PRESENCE: "set_presence", SUBSCRIBE_RESULTS: "subscribe_results", UNSUBSCRIBE_RESULTS: "unsubscribe_results",
-}
-ANSWER_TYPES = {
-    HELLO: pb.HelloOk, PING: pb.Pong, REGISTER_DEVICE: pb.RegisterDeviceResult,
-    UNREGISTER_DEVICE: pb.UnregisterDeviceResult, LIST_DEVICES: pb.DeviceList, SEND: pb.SendResult,
-    JOB_STATUS: pb.Job, QUERY_DELIVERIES: pb.DeliveryList, CANCEL_JOB: pb.Job, SET_PREFERENCES: pb.Preferences,
-    GET_PREFERENCES: pb.Preferences, SET_MUTE: pb.Mute, CLEAR_MUTE: pb.ClearMuteResult, LIST_MUTES: pb.MuteList,
-    SET_PRESENCE: pb.Presence, SUBSCRIBE_RESULTS: pb.Subscribed, UNSUBSCRIBE_RESULTS: pb.Subscribed,
-}
+# Every request kind by its name as the relay's errors and metrics write it ("register_device").
+KIND_NAMES = {kind: kind.name.lower() for kind in Kind if kind.is_request}
+ANSWER_TYPES = {kind: MESSAGE_TYPES[kind.answer] for kind in KIND_NAMES if kind is not GOODBYE}
 # Every request kind with a body type, in the order the frame attacks walk them (HELLO is pre-HELLO only).
 REQUEST_KINDS = [k for k in KIND_NAMES if k not in (HELLO, GOODBYE)]
 
@@ -1247,8 +1239,9 @@ def attack_not_protobuf(ctx: Context) -> Tuple[bool, str]:
     conn = fresh(ctx)
     for kind in REQUEST_KINDS:
         for name, body in NOT_PROTOBUF:
-            if kind in (PING, UNSUBSCRIBE_RESULTS, SUBSCRIBE_RESULTS) and name == "invalid-utf8-string":
-                continue  # field 1 is not a string there
+            if kind in (PING, UNSUBSCRIBE_RESULTS, SUBSCRIBE_RESULTS, LIST_NOTIFICATION_TYPES) \
+                    and name == "invalid-utf8-string":
+                continue  # field 1 is not a string there (LIST_NOTIFICATION_TYPES has none: it is ignored)
             rid = conn.rid()
             conn = raw_case(ctx, tally, conn, f"{KIND_NAMES[kind]} body={name}", frame(kind, rid, body), rid, kind,
                             ["INVALID_BODY"] + (["INVALID_ARGUMENT"] if name == "invalid-utf8-string" else []))

@@ -6,8 +6,8 @@ extension RelayMetrics {
     /// outcome `ok`. A counter that first appears at its first increment has no earlier sample, so `rate()` and
     /// `increase()` miss that increment; one that exists from the start does not.
     static func startKnownSeries() {
-        for kind in FrameKind.requests {
-            Counter(label: requestsLabel, dimensions: [("method", kind.metricName), ("outcome", "ok")])
+        for kind in RequestKind.allCases {
+            Counter(label: requestsLabel, dimensions: [("method", kind.name), ("outcome", "ok")])
                 .increment(by: 0)
         }
     }

@@ -159,31 +159,9 @@ enum RelayMetrics {
 }
 
 extension FrameKind {
-    /// The request kind's name in metrics: `send`, `register_device`, ...; `0x....` for unknown kinds.
-    var metricName: String {
-        switch self {
-        case .hello: "hello"
-        case .ping: "ping"
-        case .goodbye: "goodbye"
-        case .registerDevice: "register_device"
-        case .unregisterDevice: "unregister_device"
-        case .listDevices: "list_devices"
-        case .send: "send"
-        case .jobStatus: "job_status"
-        case .cancelJob: "cancel_job"
-        case .queryDeliveries: "query_deliveries"
-        case .listNotificationTypes: "list_notification_types"
-        case .setPreferences: "set_preferences"
-        case .getPreferences: "get_preferences"
-        case .setMute: "set_mute"
-        case .clearMute: "clear_mute"
-        case .listMutes: "list_mutes"
-        case .setPresence: "set_presence"
-        case .subscribeResults: "subscribe_results"
-        case .unsubscribeResults: "unsubscribe_results"
-        default: "unknown"
-        }
-    }
+    /// The request kind's name in metrics and logs (``RequestKind/name``: `send`, `register_device`, ...); `unknown`
+    /// for a kind that is no request kind.
+    var metricName: String { RequestKind(self)?.name ?? "unknown" }
 }
 
 /// What ``RelayMetrics/notifications(_:)`` counts a delivery row under, before its reason becomes a label.

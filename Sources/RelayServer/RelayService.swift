@@ -131,15 +131,15 @@ package final class RelayService: Sendable {
             throw ProtocolError(.authenticationFailed, "tenant '\(tenantID)' is gone")
         }
         let tenant = record.configuration
+        let request = try Request(frame, limits: limits, nowMilliseconds: Date().unixMilliseconds)
         let answer: any SwiftProtobuf.Message
-        if frame.kind == .send {
+        if case .send(let send) = request {
             // A SEND takes its tenant's database slots step by step: a SEND that waits holds none while it waits.
             answer = try await dispatcher.send(
-                try frame.request(limits: limits, nowMilliseconds: Date().unixMilliseconds), tenant: tenant,
-                limits: limits, logger: logger, jobStored: jobStored)
+                send, tenant: tenant, limits: limits, logger: logger, jobStored: jobStored)
         } else {
             answer = try await statements.run(tenant: tenantID) { () async throws(ProtocolError) in
-                try await answerRequest(frame, tenant: tenant, logger: logger)
+                try await answerRequest(request, tenant: tenant, logger: logger)
             }
         }
         do {
@@ -149,38 +149,30 @@ package final class RelayService: Sendable {
         }
     }
 
-    /// Answers a request other than SEND, within its tenant's database slot.
+    /// Answers a request other than SEND, within its tenant's database slot. The switch has no `default`: a request
+    /// kind added to ``RequestKind`` does not build until it is answered here or by the connection.
     private func answerRequest(
-        _ frame: Frame, tenant: TenantConfiguration, logger: Logger
+        _ request: Request, tenant: TenantConfiguration, logger: Logger
     ) async throws(ProtocolError) -> any SwiftProtobuf.Message {
         let tenantID = tenant.id
-        let now = Date().unixMilliseconds
-        let limits = self.limits
-        func request<M: ValidatedRequest>(_ type: M.Type = M.self) throws(ProtocolError) -> M {
-            try frame.request(limits: limits, nowMilliseconds: now)
+        switch request {
+        case .registerDevice(let register): return try await registerDevice(register, tenant: tenant)
+        case .unregisterDevice(let unregister): return try await unregisterDevice(unregister, tenant: tenantID)
+        case .listDevices(let list): return try await listDevices(list, tenant: tenantID)
+        case .jobStatus(let status): return try await jobStatus(status, tenant: tenantID)
+        case .cancelJob(let cancel): return try await dispatcher.cancel(cancel, tenant: tenantID, logger: logger)
+        case .queryDeliveries(let query): return try await queryDeliveries(query, tenant: tenantID)
+        case .listNotificationTypes: return Pushrelay_V1_NotificationTypeList(tenant)
+        case .setPreferences(let change): return try await setPreferences(change, tenant: tenant)
+        case .getPreferences(let get): return try await preferences(of: get.userID, tenant: tenant)
+        case .setMute(let mute): return try await setMute(mute, tenant: tenantID)
+        case .clearMute(let clear): return try await clearMute(clear, tenant: tenantID)
+        case .listMutes(let list): return try await listMutes(list, tenant: tenantID)
+        case .setPresence(let presence): return try await setPresence(presence, tenant: tenantID)
+        case .send, .hello, .ping, .goodbye, .subscribeResults, .unsubscribeResults:
+            // SEND is answered above, out of the slot; the others by the connection (RelaySessionHandler+Requests).
+            throw ProtocolError(.internal, "the request is not one the service answers within a database slot")
         }
-        let answer: any SwiftProtobuf.Message
-        switch frame.kind {
-        case .registerDevice: answer = try await registerDevice(try request(), tenant: tenant)
-        case .unregisterDevice: answer = try await unregisterDevice(try request(), tenant: tenantID)
-        case .listDevices: answer = try await listDevices(try request(), tenant: tenantID)
-        case .jobStatus: answer = try await jobStatus(try request(), tenant: tenantID)
-        case .cancelJob: answer = try await dispatcher.cancel(try request(), tenant: tenantID, logger: logger)
-        case .queryDeliveries: answer = try await queryDeliveries(try request(), tenant: tenantID)
-        case .listNotificationTypes:
-            let _: Pushrelay_V1_ListNotificationTypes = try request()
-            answer = Pushrelay_V1_NotificationTypeList(tenant)
-        case .setPreferences: answer = try await setPreferences(try request(), tenant: tenant)
-        case .getPreferences:
-            answer = try await preferences(of: (try request() as Pushrelay_V1_GetPreferences).userID, tenant: tenant)
-        case .setMute: answer = try await setMute(try request(), tenant: tenantID)
-        case .clearMute: answer = try await clearMute(try request(), tenant: tenantID)
-        case .listMutes: answer = try await listMutes(try request(), tenant: tenantID)
-        case .setPresence: answer = try await setPresence(try request(), tenant: tenantID)
-        default:
-            throw ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1")
-        }
-        return answer
     }
 
     /// Fans out the jobs of every relay process on the database, sharing the work through leases, until the

@@ -27,7 +27,15 @@ extension RelaySessionHandler {
             )
             return
         }
-        switch frame.kind {
+        let kind: RequestKind
+        do throws(ProtocolError) {
+            kind = try RequestKind(of: frame)
+        } catch {
+            writeError(error, requestID: id, kind: frame.kind, context: context)
+            return
+        }
+        // No `default`: a request kind added to ``RequestKind`` does not build until it is handled here.
+        switch kind {
         case .hello:
             writeError(
                 ProtocolError(.alreadyAuthenticated, "this connection already said HELLO"), requestID: id,
@@ -58,13 +66,15 @@ extension RelaySessionHandler {
             subscribe(frame, tenant: caller.tenantID, context: context)
         case .unsubscribeResults:
             unsubscribe(frame, context: context)
-        case let kind where FrameKind.requests.contains(kind):
+        case .registerDevice, .unregisterDevice, .listDevices, .send, .jobStatus, .queryDeliveries, .cancelJob,
+            .listNotificationTypes, .setPreferences, .getPreferences, .setMute, .clearMute, .listMutes, .setPresence:
+            // The service answers these (RelayService.handle), each as a task started in its turn.
             let rows = RequestCost.rowTokens(of: frame, limits: configuration.limits)
             if rows > 0, let retryAfter = service.requests.admit(limiterKey, cost: rows) {
                 writeError(
                     ProtocolError(
                         .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter
-                    ), requestID: id, kind: kind, context: context
+                    ), requestID: id, kind: frame.kind, context: context
                 )
                 return
             }
@@ -75,11 +85,6 @@ extension RelaySessionHandler {
             } else {
                 waitingInOrder[id] = frame
             }
-        default:
-            writeError(
-                ProtocolError(.unknownKind, "kind \(frame.kind) is not a request of protocol version 1"),
-                requestID: id, kind: frame.kind, context: context
-            )
         }
     }
 

@@ -40,10 +40,10 @@ extension RelayServerSuites {
 
         @Test("what each request kind does to the state, as far as the order goes")
         func accessOfEachKind() {
-            let changes: Set<FrameKind> = [
+            let changes: Set<RequestKind> = [
                 .registerDevice, .unregisterDevice, .setPreferences, .setMute, .clearMute, .setPresence, .cancelJob,
             ]
-            for kind in FrameKind.requests {
+            for kind in RequestKind.allCases {
                 #expect(RequestOrder.Access(kind) == (changes.contains(kind) ? .changes : .reads), "\(kind)")
             }
         }

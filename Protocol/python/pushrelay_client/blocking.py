@@ -159,12 +159,15 @@ class RelayClient:
         locale: str = "",
         time_zone: str = "",
         topics: Iterable[str] = (),
+        provider: str = "",
     ) -> pb.RegisterDeviceResult:
-        """REGISTER_DEVICE: register ``token`` for ``user_id`` under the tenant's token policy."""
+        """REGISTER_DEVICE: register ``token`` for ``user_id`` under the tenant's token policy (``provider``: see
+        :meth:`AsyncRelayClient.register_device`)."""
         return self._call(
             self._client.register_device(
                 user_id=user_id,
                 token=token,
+                provider=provider,
                 platform=platform,
                 environment=environment,
                 device_id=device_id,

@@ -529,11 +529,18 @@ class AsyncRelayClient:
         locale: str = "",
         time_zone: str = "",
         topics: Iterable[str] = (),
+        provider: str = "",
     ) -> pb.RegisterDeviceResult:
-        """REGISTER_DEVICE: register ``token`` (64-200 hex digits) for ``user_id`` under the tenant's token policy."""
+        """REGISTER_DEVICE: register ``token`` for ``user_id`` under the tenant's token policy.
+
+        ``provider`` is the push service the token belongs to: ``"apns"`` (the default when empty; the token is
+        64-200 hex digits and ``environment`` is required) or another the relay sends to (``"fcm"``), whose token
+        is kept byte for byte and whose ``environment`` is ignored.
+        """
         message = pb.RegisterDevice(
             user_id=user_id,
             token=token,
+            provider=provider,
             platform=platform,
             environment=environment,  # type: ignore[arg-type]
             device_id=device_id,

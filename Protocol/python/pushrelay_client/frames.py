@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Dict, Iterator, Optional, Type
+from typing import Dict, Iterator, List, Optional, Tuple, Type
 
 import zstandard
 from google.protobuf.message import DecodeError, Message
@@ -59,52 +59,54 @@ def inflation_limit(compressed_bytes: int) -> int:
 
 _ANSWER_BIT = 0x8000
 
+_ANSWERS: Dict[str, Tuple[str, Type[Message]]] = {
+    "HELLO": ("HELLO_OK", pb.HelloOk),
+    "PING": ("PONG", pb.Pong),
+    "REGISTER_DEVICE": ("REGISTER_DEVICE_OK", pb.RegisterDeviceResult),
+    "UNREGISTER_DEVICE": ("UNREGISTER_DEVICE_OK", pb.UnregisterDeviceResult),
+    "LIST_DEVICES": ("LIST_DEVICES_OK", pb.DeviceList),
+    "SEND": ("SEND_OK", pb.SendResult),
+    "JOB_STATUS": ("JOB_STATUS_OK", pb.Job),
+    "QUERY_DELIVERIES": ("QUERY_DELIVERIES_OK", pb.DeliveryList),
+    "CANCEL_JOB": ("CANCEL_JOB_OK", pb.Job),
+    "LIST_NOTIFICATION_TYPES": ("LIST_NOTIFICATION_TYPES_OK", pb.NotificationTypeList),
+    "SET_PREFERENCES": ("SET_PREFERENCES_OK", pb.Preferences),
+    "GET_PREFERENCES": ("GET_PREFERENCES_OK", pb.Preferences),
+    "SET_MUTE": ("SET_MUTE_OK", pb.Mute),
+    "CLEAR_MUTE": ("CLEAR_MUTE_OK", pb.ClearMuteResult),
+    "LIST_MUTES": ("LIST_MUTES_OK", pb.MuteList),
+    "SET_PRESENCE": ("SET_PRESENCE_OK", pb.Presence),
+    "SUBSCRIBE_RESULTS": ("SUBSCRIBE_RESULTS_OK", pb.Subscribed),
+    "UNSUBSCRIBE_RESULTS": ("UNSUBSCRIBE_RESULTS_OK", pb.Subscribed),
+}
+"""What pushrelay.proto's ``FrameKind`` does not say: each request kind's answer, its name and its message
+(Protocol/README.md, "Requests and answers"), by the request kind's name. GOODBYE is never answered."""
 
-class Kind(IntEnum):
-    """Frame kinds (Protocol/README.md, "Requests and answers").
 
-    Requests are ``0x0001``-``0x3FFF``; the answer to request kind ``K`` is ``K | 0x8000``.
-    """
+def _message_named_after(kind_name: str) -> Type[Message]:
+    """The message a kind of pushrelay.proto's ``FrameKind`` carries: the one named after it (SEND: ``Send``)."""
+    name = "".join(word.capitalize() for word in kind_name.split("_"))
+    message = getattr(pb, name, None)
+    if message is None:
+        raise ImportError(f"pushrelay.proto's FrameKind {kind_name} has no message named {name}")
+    return message
 
-    HELLO = 0x0001
-    HELLO_OK = 0x8001
-    PING = 0x0002
-    PONG = 0x8002
-    GOODBYE = 0x0003
-    REGISTER_DEVICE = 0x0010
-    REGISTER_DEVICE_OK = 0x8010
-    UNREGISTER_DEVICE = 0x0011
-    UNREGISTER_DEVICE_OK = 0x8011
-    LIST_DEVICES = 0x0012
-    LIST_DEVICES_OK = 0x8012
-    SEND = 0x0020
-    SEND_OK = 0x8020
-    JOB_STATUS = 0x0021
-    JOB_STATUS_OK = 0x8021
-    CANCEL_JOB = 0x0023
-    CANCEL_JOB_OK = 0x8023
-    QUERY_DELIVERIES = 0x0022
-    QUERY_DELIVERIES_OK = 0x8022
-    LIST_NOTIFICATION_TYPES = 0x0024
-    LIST_NOTIFICATION_TYPES_OK = 0x8024
-    SET_PREFERENCES = 0x0030
-    SET_PREFERENCES_OK = 0x8030
-    GET_PREFERENCES = 0x0031
-    GET_PREFERENCES_OK = 0x8031
-    SET_MUTE = 0x0032
-    SET_MUTE_OK = 0x8032
-    CLEAR_MUTE = 0x0033
-    CLEAR_MUTE_OK = 0x8033
-    LIST_MUTES = 0x0034
-    LIST_MUTES_OK = 0x8034
-    SET_PRESENCE = 0x0035
-    SET_PRESENCE_OK = 0x8035
-    SUBSCRIBE_RESULTS = 0x0040
-    SUBSCRIBE_RESULTS_OK = 0x8040
-    UNSUBSCRIBE_RESULTS = 0x0041
-    UNSUBSCRIBE_RESULTS_OK = 0x8041
-    RESULT_EVENT = 0x4040
-    ERROR = 0xFFFF
+
+def _kinds_and_messages() -> List[Tuple[str, int, Type[Message]]]:
+    """Every kind of pushrelay.proto's ``FrameKind`` with its message, each request kind followed by its answer."""
+    kinds = []
+    for value in pb.FrameKind.DESCRIPTOR.values:
+        if value.number == pb.FRAME_KIND_UNSPECIFIED:
+            continue
+        kinds.append((value.name, value.number, _message_named_after(value.name)))
+        if value.name in _ANSWERS:
+            answer_name, answer_message = _ANSWERS[value.name]
+            kinds.append((answer_name, value.number | _ANSWER_BIT, answer_message))
+    return kinds
+
+
+class _KindProperties(IntEnum):
+    """What every frame kind tells; :class:`Kind` is made of it with the kinds of pushrelay.proto."""
 
     @property
     def is_request(self) -> bool:
@@ -112,54 +114,26 @@ class Kind(IntEnum):
         return 0x0001 <= self.value <= 0x3FFF
 
     @property
-    def answer(self) -> "Kind":
+    def answer(self) -> "_KindProperties":
         """The answer kind of a request kind (``K | 0x8000``); GOODBYE has none."""
-        if not self.is_request or self is Kind.GOODBYE:
-            raise ValueError(f"{self.name} has no answer kind")
-        return Kind(self.value | _ANSWER_BIT)
+        if self.is_request:
+            try:
+                return type(self)(self.value | _ANSWER_BIT)
+            except ValueError:
+                pass  # GOODBYE, never answered
+        raise ValueError(f"{self.name} has no answer kind")
 
 
-MESSAGE_TYPES: Dict[int, Type[Message]] = {
-    Kind.HELLO: pb.Hello,
-    Kind.HELLO_OK: pb.HelloOk,
-    Kind.PING: pb.Ping,
-    Kind.PONG: pb.Pong,
-    Kind.GOODBYE: pb.Goodbye,
-    Kind.REGISTER_DEVICE: pb.RegisterDevice,
-    Kind.REGISTER_DEVICE_OK: pb.RegisterDeviceResult,
-    Kind.UNREGISTER_DEVICE: pb.UnregisterDevice,
-    Kind.UNREGISTER_DEVICE_OK: pb.UnregisterDeviceResult,
-    Kind.LIST_DEVICES: pb.ListDevices,
-    Kind.LIST_DEVICES_OK: pb.DeviceList,
-    Kind.SEND: pb.Send,
-    Kind.SEND_OK: pb.SendResult,
-    Kind.JOB_STATUS: pb.JobStatus,
-    Kind.JOB_STATUS_OK: pb.Job,
-    Kind.CANCEL_JOB: pb.CancelJob,
-    Kind.CANCEL_JOB_OK: pb.Job,
-    Kind.QUERY_DELIVERIES: pb.QueryDeliveries,
-    Kind.QUERY_DELIVERIES_OK: pb.DeliveryList,
-    Kind.LIST_NOTIFICATION_TYPES: pb.ListNotificationTypes,
-    Kind.LIST_NOTIFICATION_TYPES_OK: pb.NotificationTypeList,
-    Kind.SET_PREFERENCES: pb.SetPreferences,
-    Kind.SET_PREFERENCES_OK: pb.Preferences,
-    Kind.GET_PREFERENCES: pb.GetPreferences,
-    Kind.GET_PREFERENCES_OK: pb.Preferences,
-    Kind.SET_MUTE: pb.SetMute,
-    Kind.SET_MUTE_OK: pb.Mute,
-    Kind.CLEAR_MUTE: pb.ClearMute,
-    Kind.CLEAR_MUTE_OK: pb.ClearMuteResult,
-    Kind.LIST_MUTES: pb.ListMutes,
-    Kind.LIST_MUTES_OK: pb.MuteList,
-    Kind.SET_PRESENCE: pb.SetPresence,
-    Kind.SET_PRESENCE_OK: pb.Presence,
-    Kind.SUBSCRIBE_RESULTS: pb.SubscribeResults,
-    Kind.SUBSCRIBE_RESULTS_OK: pb.Subscribed,
-    Kind.UNSUBSCRIBE_RESULTS: pb.UnsubscribeResults,
-    Kind.UNSUBSCRIBE_RESULTS_OK: pb.Subscribed,
-    Kind.RESULT_EVENT: pb.ResultEvent,
-    Kind.ERROR: pb.Error,
-}
+_KINDS = _kinds_and_messages()
+
+Kind = _KindProperties("Kind", [(name, number) for name, number, _ in _KINDS], module=__name__, qualname="Kind")
+Kind.__doc__ = """Frame kinds (Protocol/README.md, "Requests and answers"), made from pushrelay.proto's ``FrameKind``.
+
+Requests are ``0x0001``-``0x3FFF``; the answer to request kind ``K`` is ``K | 0x8000``, named ``K_OK``
+(``SEND_OK``; PING's is ``PONG``, and GOODBYE has none). ``RESULT_EVENT`` and ``ERROR`` come from the relay.
+"""
+
+MESSAGE_TYPES: Dict[int, Type[Message]] = {Kind[name]: message for name, _, message in _KINDS}
 """The protobuf message class of every :class:`Kind` (keys are Kind members)."""
 
 

@@ -11,33 +11,55 @@ AUTHENTICATION_FAILED: ErrorCode
 BAD_COMPRESSION: ErrorCode
 BAD_FRAME: ErrorCode
 CANCELLED: JobState
+CANCEL_JOB: FrameKind
+CLEAR_MUTE: FrameKind
 COMPLETED: JobState
 DECOMPRESSED_TOO_LARGE: ErrorCode
 DESCRIPTOR: _descriptor.FileDescriptor
 DUPLICATE_REQUEST_ID: ErrorCode
 ENVIRONMENT_UNSPECIFIED: Environment
+ERROR: FrameKind
 ERROR_CODE_UNSPECIFIED: ErrorCode
 FAILED: JobState
+FRAME_KIND_UNSPECIFIED: FrameKind
 FRAME_TOO_LARGE: ErrorCode
+GET_PREFERENCES: FrameKind
+GOODBYE: FrameKind
+HELLO: FrameKind
 HELLO_REQUIRED: ErrorCode
 INTERNAL: ErrorCode
 INVALID_ARGUMENT: ErrorCode
 INVALID_BODY: ErrorCode
 JOB_STATE_UNSPECIFIED: JobState
+JOB_STATUS: FrameKind
+LIST_DEVICES: FrameKind
+LIST_MUTES: FrameKind
+LIST_NOTIFICATION_TYPES: FrameKind
 NOT_FOUND: ErrorCode
 NOT_SUPPORTED: ErrorCode
 NO_PROVIDER_KEY: ErrorCode
+PING: FrameKind
 PRODUCTION: Environment
 PROVIDER_KEY_UNREADABLE: ErrorCode
+QUERY_DELIVERIES: FrameKind
 RATE_LIMITED: ErrorCode
+REGISTER_DEVICE: FrameKind
+RESULT_EVENT: FrameKind
 RUNNING: JobState
 SANDBOX: Environment
 SCHEDULED: JobState
+SEND: FrameKind
+SET_MUTE: FrameKind
+SET_PREFERENCES: FrameKind
+SET_PRESENCE: FrameKind
 SHUTTING_DOWN: ErrorCode
+SUBSCRIBE_RESULTS: FrameKind
 TOO_MANY_CONNECTIONS: ErrorCode
 TOO_MANY_RECIPIENTS: ErrorCode
 UNAVAILABLE: ErrorCode
 UNKNOWN_KIND: ErrorCode
+UNREGISTER_DEVICE: FrameKind
+UNSUBSCRIBE_RESULTS: FrameKind
 UNSUPPORTED_VERSION: ErrorCode
 
 class Alert(_message.Message):
@@ -648,6 +670,9 @@ class UnsubscribeResults(_message.Message):
     SUBSCRIPTION_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     subscription_request_id: int
     def __init__(self, subscription_request_id: _Optional[int] = ...) -> None: ...
+
+class FrameKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -174,6 +174,21 @@ def test_kinds_and_message_types() -> None:
     assert not Kind.RESULT_EVENT.is_request and not Kind.ERROR.is_request
 
 
+def test_kinds_are_the_protos_and_their_answers() -> None:
+    """Kind holds every kind of pushrelay.proto's FrameKind, each answered request kind's answer, and nothing else."""
+    proto = {value.name: value.number for value in pb.FrameKind.DESCRIPTOR.values if value.number != 0}
+    assert {kind.name: kind.value for kind in Kind if not kind.value & 0x8000 or kind is Kind.ERROR} == proto
+    answers = {kind.answer for kind in Kind if kind.is_request and kind is not Kind.GOODBYE}
+    assert answers == {kind for kind in Kind if kind.value & 0x8000 and kind is not Kind.ERROR}
+    assert Kind.PING.answer is Kind.PONG and Kind.SEND.answer is Kind.SEND_OK
+    with pytest.raises(ValueError):
+        Kind.GOODBYE.answer
+    with pytest.raises(ValueError):
+        Kind.SEND_OK.answer
+    for name in proto:
+        assert MESSAGE_TYPES[Kind[name]].DESCRIPTOR.name == "".join(word.capitalize() for word in name.split("_"))
+
+
 def test_error_codes_match_the_proto() -> None:
     assert {code.name: code.value for code in ErrorCode} == {
         value.name: value.number for value in pb.ErrorCode.DESCRIPTOR.values

@@ -28,6 +28,131 @@ fileprivate nonisolated struct _GeneratedWithProtocGenSwiftVersion: SwiftProtobu
   typealias Version = _2
 }
 
+/// The kind field of the frame header (Protocol/README.md, "Requests and answers"): which message the body
+/// is. It is never a field of a message; it is here so that every language's generated code has the numbers.
+/// A kind's message is named after it (SEND: Send, RESULT_EVENT: ResultEvent). Requests are 0x0001-0x3FFF;
+/// the answer to request kind K is K | 0x8000 (SEND_OK 0x8020, with its own message, SendResult), except
+/// GOODBYE, which is never answered. A relay answers a request kind it does not know with UNKNOWN_KIND.
+public nonisolated enum Pushrelay_V1_FrameKind: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+
+  /// Not a kind: frames of kind 0 are answered UNKNOWN_KIND.
+  case unspecified // = 0
+  case hello // = 1
+  case ping // = 2
+  case goodbye // = 3
+  case registerDevice // = 16
+  case unregisterDevice // = 17
+  case listDevices // = 18
+  case send // = 32
+  case jobStatus // = 33
+  case queryDeliveries // = 34
+  case cancelJob // = 35
+  case listNotificationTypes // = 36
+  case setPreferences // = 48
+  case getPreferences // = 49
+  case setMute // = 50
+  case clearMute // = 51
+  case listMutes // = 52
+  case setPresence // = 53
+  case subscribeResults // = 64
+  case unsubscribeResults // = 65
+
+  /// From the relay: an event of a results stream, with the subscription's request id.
+  case resultEvent // = 16448
+
+  /// From the relay: the request with the frame's request id failed.
+  case error // = 65535
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .unspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .unspecified
+    case 1: self = .hello
+    case 2: self = .ping
+    case 3: self = .goodbye
+    case 16: self = .registerDevice
+    case 17: self = .unregisterDevice
+    case 18: self = .listDevices
+    case 32: self = .send
+    case 33: self = .jobStatus
+    case 34: self = .queryDeliveries
+    case 35: self = .cancelJob
+    case 36: self = .listNotificationTypes
+    case 48: self = .setPreferences
+    case 49: self = .getPreferences
+    case 50: self = .setMute
+    case 51: self = .clearMute
+    case 52: self = .listMutes
+    case 53: self = .setPresence
+    case 64: self = .subscribeResults
+    case 65: self = .unsubscribeResults
+    case 16448: self = .resultEvent
+    case 65535: self = .error
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .unspecified: return 0
+    case .hello: return 1
+    case .ping: return 2
+    case .goodbye: return 3
+    case .registerDevice: return 16
+    case .unregisterDevice: return 17
+    case .listDevices: return 18
+    case .send: return 32
+    case .jobStatus: return 33
+    case .queryDeliveries: return 34
+    case .cancelJob: return 35
+    case .listNotificationTypes: return 36
+    case .setPreferences: return 48
+    case .getPreferences: return 49
+    case .setMute: return 50
+    case .clearMute: return 51
+    case .listMutes: return 52
+    case .setPresence: return 53
+    case .subscribeResults: return 64
+    case .unsubscribeResults: return 65
+    case .resultEvent: return 16448
+    case .error: return 65535
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Pushrelay_V1_FrameKind] = [
+    .unspecified,
+    .hello,
+    .ping,
+    .goodbye,
+    .registerDevice,
+    .unregisterDevice,
+    .listDevices,
+    .send,
+    .jobStatus,
+    .queryDeliveries,
+    .cancelJob,
+    .listNotificationTypes,
+    .setPreferences,
+    .getPreferences,
+    .setMute,
+    .clearMute,
+    .listMutes,
+    .setPresence,
+    .subscribeResults,
+    .unsubscribeResults,
+    .resultEvent,
+    .error,
+  ]
+
+}
+
 /// Error codes. New codes may be added; a client treats an unknown code as INTERNAL.
 public nonisolated enum Pushrelay_V1_ErrorCode: SwiftProtobuf.Enum, Swift.CaseIterable {
   public typealias RawValue = Int
@@ -1553,6 +1678,10 @@ public nonisolated struct Pushrelay_V1_ResultEvent: Sendable {
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "pushrelay.v1"
+
+nonisolated extension Pushrelay_V1_FrameKind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0FRAME_KIND_UNSPECIFIED\0\u{1}HELLO\0\u{1}PING\0\u{1}GOODBYE\0\u{2}\u{d}REGISTER_DEVICE\0\u{1}UNREGISTER_DEVICE\0\u{1}LIST_DEVICES\0\u{2}\u{e}SEND\0\u{1}JOB_STATUS\0\u{1}QUERY_DELIVERIES\0\u{1}CANCEL_JOB\0\u{1}LIST_NOTIFICATION_TYPES\0\u{2}\u{c}SET_PREFERENCES\0\u{1}GET_PREFERENCES\0\u{1}SET_MUTE\0\u{1}CLEAR_MUTE\0\u{1}LIST_MUTES\0\u{1}SET_PRESENCE\0\u{2}\u{b}SUBSCRIBE_RESULTS\0\u{1}UNSUBSCRIBE_RESULTS\0\u{2}\u{7f}\u{7f}\u{3}RESULT_EVENT\0\u{2}\u{7f}~\u{b}ERROR\0")
+}
 
 nonisolated extension Pushrelay_V1_ErrorCode: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ERROR_CODE_UNSPECIFIED\0\u{1}BAD_FRAME\0\u{1}UNSUPPORTED_VERSION\0\u{1}UNKNOWN_KIND\0\u{1}FRAME_TOO_LARGE\0\u{1}DECOMPRESSED_TOO_LARGE\0\u{1}BAD_COMPRESSION\0\u{1}INVALID_BODY\0\u{1}INVALID_ARGUMENT\0\u{1}HELLO_REQUIRED\0\u{1}AUTHENTICATION_FAILED\0\u{1}NOT_FOUND\0\u{1}TOO_MANY_RECIPIENTS\0\u{1}RATE_LIMITED\0\u{1}NOT_SUPPORTED\0\u{1}INTERNAL\0\u{1}UNAVAILABLE\0\u{1}DUPLICATE_REQUEST_ID\0\u{1}SHUTTING_DOWN\0\u{1}ALREADY_AUTHENTICATED\0\u{1}NO_PROVIDER_KEY\0\u{1}PROVIDER_KEY_UNREADABLE\0\u{1}TOO_MANY_CONNECTIONS\0")

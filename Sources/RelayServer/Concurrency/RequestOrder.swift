@@ -16,12 +16,14 @@ struct RequestOrder {
         /// It reads state only, or stores a job without changing what other requests read (SEND).
         case reads
 
-        /// The access of a request of `kind`.
-        init(_ kind: FrameKind) {
+        /// The access of a request of `kind`. PING, GOODBYE and the results stream's requests never wait in the
+        /// order (their connection answers them at once) and change nothing another request reads.
+        init(_ kind: RequestKind) {
             switch kind {
             case .registerDevice, .unregisterDevice, .setPreferences, .setMute, .clearMute, .setPresence, .cancelJob:
                 self = .changes
-            default:
+            case .listDevices, .send, .jobStatus, .queryDeliveries, .listNotificationTypes, .getPreferences,
+                .listMutes, .hello, .ping, .goodbye, .subscribeResults, .unsubscribeResults:
                 self = .reads
             }
         }
