@@ -19,12 +19,8 @@ actor CredentialDirectory {
     func isValid(_ id: String) async throws(ProtocolError) -> Bool {
         let now = ContinuousClock.now
         if let cached = cache[id], now - cached.readAt < Self.lifetime { return cached.valid }
-        let valid: Bool
-        do {
-            valid = try await store.credentialIsValid(id: id)
-        } catch {
-            throw ProtocolError(error)
-        }
+        let store = store
+        let valid = try await fromStore { try await store.credentialIsValid(id: id) }
         // Answers of credentials no connection asked about for a while go, so the cache stays small.
         cache = cache.filter { now - $0.value.readAt < Self.lifetime }
         cache[id] = (valid, now)

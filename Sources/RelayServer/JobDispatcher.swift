@@ -56,14 +56,12 @@ final class JobDispatcher: Sendable {
         let acceptance: JobAcceptance
         do throws(ProtocolError) {
             acceptance = try await statements.run(tenant: tenant.id) { () async throws(ProtocolError) in
-                do throws(RelayStoreError) {
-                    return try await store.createJob(
+                try await fromStore {
+                    try await store.createJob(
                         tenant: tenant.id, notificationType: request.notificationType,
                         idempotencyKey: request.idempotencyKey.nonEmpty, request: stored,
                         sendAt: plan.schedule.earliest, plannedBy: handing ? worker.owner : nil,
                         planningLease: worker.tuning.lease)
-                } catch {
-                    throw ProtocolError(error)
                 }
             }
         } catch {
@@ -101,10 +99,11 @@ final class JobDispatcher: Sendable {
         guard request.wait, !scheduledLater else { return answer }
         let progress = try await waitForDueDevices(tenant: tenant.id, jobID: acceptance.job.id)
         answer.job = Pushrelay_V1_Job(progress.job)
-        answer.outcomes = try await statements.run(tenant: tenant.id) { () async throws(ProtocolError) in
+        let found = try await statements.run(tenant: tenant.id) { () async throws(ProtocolError) in
             try await outcomes(tenant: tenant.id, jobID: acceptance.job.id, limit: limits.maxRecipients)
         }
-        answer.devices = UInt32(answer.outcomes.count { $0.outcome != "skipped" })
+        answer.outcomes = found.outcomes
+        answer.devices = UInt32(found.devices)
         Self.fit(&answer, in: limits.maxFrameBytes)
         return answer
     }
@@ -165,12 +164,8 @@ final class JobDispatcher: Sendable {
         tenant: String,
         logger: Logger
     ) async throws(ProtocolError) -> Pushrelay_V1_Job {
-        let job: JobRecord?
-        do {
-            job = try await store.cancelJob(tenant: tenant, id: request.jobID)
-        } catch {
-            throw ProtocolError(error)
-        }
+        let store = store
+        let job = try await fromStore { try await store.cancelJob(tenant: tenant, id: request.jobID) }
         guard let job else { throw ProtocolError(.notFound, "no job \(request.jobID)", field: "cancel_job.job_id") }
         logger.debug("job cancel asked", metadata: ["job": "\(job.id)", "state": "\(job.state.rawValue)"])
         return Pushrelay_V1_Job(job)
@@ -182,11 +177,7 @@ final class JobDispatcher: Sendable {
         var pause = Self.firstWaitPause
         while true {
             let progress = try await statements.run(tenant: tenant) { () async throws(ProtocolError) in
-                do throws(RelayStoreError) {
-                    return try await store.jobProgress(tenant: tenant, id: jobID)
-                } catch {
-                    throw ProtocolError(error)
-                }
+                try await fromStore { try await store.jobProgress(tenant: tenant, id: jobID) }
             }
             guard let progress else { throw ProtocolError(.internal, "job \(jobID) disappeared") }
             // Done, or only pages for later are left (the job stays running until they are sent).
@@ -200,17 +191,22 @@ final class JobDispatcher: Sendable {
     }
 
     /// Every recipient's outcome as recorded, newest attempt per device, plus the devices that wait for a
-    /// later time.
+    /// later time; and how many devices they are (every recipient but the skipped ones).
     private func outcomes(tenant: String, jobID: String, limit: Int) async throws(ProtocolError)
-        -> [Pushrelay_V1_DeviceOutcome]
+        -> (outcomes: [Pushrelay_V1_DeviceOutcome], devices: Int)
     {
-        do {
+        let store = store
+        return try await fromStore { () async throws in
             let rows = try await store.deliveries(tenant: tenant, job: jobID, limit: limit * 2)
             var seen: Set<String> = []
             var outcomes: [Pushrelay_V1_DeviceOutcome] = []
+            var deadTokens: Set<String> = []
+            var skipped = 0
             for row in rows {
                 let key = row.token.isEmpty ? "user:" + (row.userID ?? "") : row.token
                 guard seen.insert(key).inserted else { continue }
+                if row.outcome == .tokenDead { deadTokens.insert(row.token) }
+                if row.outcome == .skipped { skipped += 1 }
                 var outcome = Pushrelay_V1_DeviceOutcome()
                 outcome.userID = row.userID ?? ""
                 outcome.token = row.token
@@ -238,8 +234,8 @@ final class JobDispatcher: Sendable {
             // The registry says each token's environment and, for a dead one, Apple's timestamp.
             let tokens = Set(outcomes.map(\.token).filter { !$0.isEmpty })
             var devices: [String: DeviceRecord] = [:]
-            for outcome in outcomes where outcome.outcome == "dead_token" {
-                devices[outcome.token] = try await store.devices(tenant: tenant, token: outcome.token).first
+            for token in deadTokens {
+                devices[token] = try await store.devices(tenant: tenant, token: token).first
             }
             for device in try await store.activeDevices(tenant: tenant, tokens: Array(tokens)) {
                 devices[device.token] = device
@@ -247,13 +243,11 @@ final class JobDispatcher: Sendable {
             for index in outcomes.indices {
                 guard let device = devices[outcomes[index].token] else { continue }
                 outcomes[index].environment = device.provider == .apns ? .init(device.environment) : .unspecified
-                if outcomes[index].outcome == "dead_token" {
+                if deadTokens.contains(outcomes[index].token) {
                     outcomes[index].invalidatedAtMs = device.invalidatedAt?.unixMilliseconds ?? 0
                 }
             }
-            return outcomes.sorted { ($0.userID, $0.token) < ($1.userID, $1.token) }
-        } catch {
-            throw ProtocolError(error)
+            return (outcomes.sorted { ($0.userID, $0.token) < ($1.userID, $1.token) }, outcomes.count - skipped)
         }
     }
 }

@@ -145,7 +145,7 @@ package final class RequestLimiter: Sendable {
 /// a relay holding `mine` of the `all` pages leased for it paces at `rate × mine / all`, so a relay that
 /// holds most of a job's pages gets most of the rate, and relays with no page of the tenant take none of it.
 /// Until the heartbeat has seen this relay hold a page of the tenant, it paces at the rate divided by the
-/// live relays (rounded down, at least 1). ``RelayService/runHeartbeat(node:every:share:)`` keeps both
+/// live relays (rounded down, at least 1). ``RelayHeartbeat/run(node:every:share:)`` keeps both
 /// current from the heartbeats (`relay_nodes`) and page leases (`job_pages`) every 2 s; in between, shares
 /// computed at different instants may add up to a little more than the rate.
 package final class RelayShare: Sendable {

@@ -13,6 +13,9 @@ package final class RelayServer: Sendable {
     /// The bound host.
     package let host: String
     private let serverChannel: any Channel
+    /// The event loops of the backends' connections: their own, apart from the loops of the provider pools and
+    /// PostgreSQL, so that a fan-out's bursts of answers never queue a tenant's request behind them.
+    private let sessionLoops: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
     private let bodies: InflatedBytesBudget
     private let configuration: RelayServerConfiguration
@@ -20,12 +23,14 @@ package final class RelayServer: Sendable {
 
     private init(
         serverChannel: any Channel,
+        sessionLoops: MultiThreadedEventLoopGroup,
         connections: ConnectionRegistry,
         bodies: InflatedBytesBudget,
         configuration: RelayServerConfiguration,
         logger: Logger
     ) {
         self.serverChannel = serverChannel
+        self.sessionLoops = sessionLoops
         self.connections = connections
         self.bodies = bodies
         self.configuration = configuration
@@ -34,7 +39,8 @@ package final class RelayServer: Sendable {
         self.port = serverChannel.localAddress?.port ?? configuration.port
     }
 
-    /// Listens on `configuration.host` and `configuration.port` and serves connections with `service`.
+    /// Listens on `configuration.host` and `configuration.port` (accepting on `group`) and serves connections with
+    /// `service`, each on one of the listener's own event loops (one per core).
     package static func start(
         configuration: RelayServerConfiguration,
         service: RelayService,
@@ -47,7 +53,8 @@ package final class RelayServer: Sendable {
             maximumPerTenant: configuration.maximumConnectionsPerTenant, logger: logger)
         let bodies = InflatedBytesBudget(limit: configuration.maximumInflightBytes)
         let counter = Atomic<Int>(0)
-        let channel = try await ServerBootstrap(group: group)
+        let sessionLoops = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let bound = ServerBootstrap(group: group, childGroup: sessionLoops)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -84,10 +91,16 @@ package final class RelayServer: Sendable {
                 }
             }
             .bind(host: configuration.host, port: configuration.port)
-            .get()
+        let channel: any Channel
+        do {
+            channel = try await bound.get()
+        } catch {
+            try? await sessionLoops.shutdownGracefully()
+            throw error
+        }
         return RelayServer(
-            serverChannel: channel, connections: registry, bodies: bodies, configuration: configuration,
-            logger: logger)
+            serverChannel: channel, sessionLoops: sessionLoops, connections: registry, bodies: bodies,
+            configuration: configuration, logger: logger)
     }
 
     /// Connections open right now.
@@ -127,6 +140,7 @@ package final class RelayServer: Sendable {
         for channel in connections.channels.withLock({ Array($0.values) }) {
             try? await channel.close()
         }
+        try? await sessionLoops.shutdownGracefully()
         logger.info("relay listener stopped")
     }
 }

@@ -40,15 +40,15 @@ extension RelayServerSuites {
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
                 _ = try await client.send(circlMessage(to: ["ada"]))
                 await client.close()
-                let service = relay.service
+                let readiness = relay.readiness
                 try await withOperatorServer(
-                    readiness: { await service.notReadyReason() }, status: { await service.status().json() }
+                    readiness: { await readiness.notReadyReason() }, status: { await readiness.status().json() }
                 ) { port, group in
                     #expect(try await httpGet(port: port, path: "/readyz", group: group).status == 200)
                     // APNs goes away for circl: delivery health, not readiness.
                     try await relay.simulator.shutdown()
                     _ = await eventually {
-                        await service.status().tenants.first { $0.tenant == "circl" }?.environments
+                        await readiness.status().tenants.first { $0.tenant == "circl" }?.environments
                             .first { $0.environment == "production" }?.state == "unreachable"
                     }
                     let ready = try await httpGet(port: port, path: "/readyz", group: group)
@@ -75,7 +75,7 @@ extension RelayServerSuites {
                 try await relay.store.addSigningKey(
                     tenant: "circl", p8PEM: signing.pemRepresentation, keyID: "LOCKEDKEY1", teamID: "CIRCLTEAM1",
                     masterKey: relay.masterKey)
-                #expect(await relay.service.notReadyReason() == nil)
+                #expect(await relay.readiness.notReadyReason() == nil)
                 let locked = PoolRegistry(
                     store: relay.store, masterKey: nil, target: APNsTarget(connectionsPerPool: 1), group: relay.group,
                     logger: quietLogger)

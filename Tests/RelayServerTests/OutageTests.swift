@@ -100,7 +100,7 @@ extension RelayServerSuites {
                     #expect(refusal.code == .noProviderKey)
                     #expect(refusal.message.contains("anky") && refusal.message.contains("admin key add"))
                 }
-                let status = await relay.service.status()
+                let status = await relay.readiness.status()
                 let anky = try #require(status.tenants.first { $0.tenant == "anky" })
                 #expect(anky.environments.allSatisfy { $0.keyProblem?.contains("no APNs signing key") == true })
                 #expect(status.ready)
@@ -120,7 +120,7 @@ extension RelayServerSuites {
                 try await relay.store.addSigningKey(
                     tenant: "circl", p8PEM: signingPEM, keyID: "SEALEDKEY1", teamID: "CIRCLTEAM1",
                     masterKey: sealing)
-                let reason = try #require(await relay.service.notReadyReason())
+                let reason = try #require(await relay.readiness.notReadyReason())
                 #expect(reason.contains("does not open") && reason.contains("circl"))
                 let client = relay.client("circl")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
@@ -150,7 +150,7 @@ extension RelayServerSuites {
                 #expect(answer.outcomes.first?.reason == "InvalidProviderToken")
                 let faults = try await relay.store.providerFaults()
                 #expect(faults.map(\.reason) == ["InvalidProviderToken"])
-                let status = await relay.service.status()
+                let status = await relay.readiness.status()
                 let production = status.tenants.first { $0.tenant == "circl" }?.environments
                     .first { $0.environment == "production" }
                 #expect(production?.state == "faulted")

@@ -9,7 +9,7 @@ extension RelayServerSuites {
     /// quiet hours is deferred, the others get it.
     @Suite struct PolicyEndToEndTests {
         /// An IANA fixed-offset zone whose local hour is `hour` now.
-        private static func zone(atLocalHour hour: Int) -> String {
+        static func zone(atLocalHour hour: Int) -> String {
             var calendar = Calendar(identifier: .gregorian)
             calendar.timeZone = TimeZone(identifier: "UTC")!
             var offset = (hour - calendar.component(.hour, from: Date()) + 24) % 24

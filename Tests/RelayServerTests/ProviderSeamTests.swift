@@ -13,12 +13,14 @@ extension RelayServerSuites {
         /// An FCM-style token: mixed case, colons, no hex.
         static let opaqueToken = "cX9f-Qm2:APA91bHun4MxP5egoKMwt2KZFBaFUH-1RYqx_Mixed_Case:tail"
 
-        /// Runs `body` with a relay that serves the recording provider beside APNs.
+        /// Runs `body` with a relay that serves the recording provider beside APNs (without its fan-out when
+        /// `fanOut` is false: the test runs it).
         static func withRecordingRelay(
-            _ body: @Sendable (RelayHarness, RecordingService) async throws -> Void
+            fanOut: Bool = true, _ body: @Sendable (RelayHarness, RecordingService) async throws -> Void
         ) async throws {
             let service = RecordingService()
-            try await RelayHarness.with(configureRelay: { $0.additionalServices = [service] }) { relay in
+            try await RelayHarness.with(configureRelay: { $0.additionalServices = [service] }, fanOut: fanOut) {
+                relay in
                 try await body(relay, service)
             }
         }
@@ -128,6 +130,130 @@ extension RelayServerSuites {
                 let again = try await client.send(send)
                 #expect(again.duplicate && again.jobID == result.jobID)
                 #expect(service.pool.requests.map(\.token) == ["cat:pixel"])
+                await client.close()
+            }
+        }
+
+        @Test func preferencesQuietHoursCapsAndSchedulesApplyToItsDevices() async throws {
+            try await Self.withRecordingRelay { relay, service in
+                let client = relay.client("circl")
+                // circl defers announcements in its quiet hours (23:00-07:00): it is 03:00 for night, noon for
+                // the others.
+                for (user, hour) in [("night", 3), ("optout", 12), ("awake", 12)] {
+                    var device = Self.recordingDevice(user: user, token: "\(user):pixel")
+                    device.timeZone = PolicyEndToEndTests.zone(atLocalHour: hour)
+                    _ = try await client.registerDevice(device)
+                }
+                var preferences = Pushrelay_V1_SetPreferences()
+                preferences.userID = "optout"
+                preferences.preferences = [
+                    Pushrelay_V1_TypePreference.with {
+                        $0.notificationType = "announcement"
+                        $0.enabled = false
+                    }
+                ]
+                _ = try await client.setPreferences(preferences)
+                var announcement = Pushrelay_V1_Send()
+                announcement.notificationType = "announcement"
+                announcement.userIds = ["night", "optout", "awake"]
+                announcement.alert.body = "The circle meets on Friday"
+                announcement.wait = true
+                let result = try await client.send(announcement)
+                let byUser = Dictionary(uniqueKeysWithValues: result.outcomes.map { ($0.userID, $0) })
+                #expect(byUser["optout"]?.outcome == "skipped" && byUser["optout"]?.reason == "opted_out")
+                #expect(byUser["night"]?.outcome == "deferred" && byUser["night"]?.reason == "quiet_hours")
+                #expect(byUser["awake"]?.outcome == "delivered")
+
+                // A scheduled send goes out when due, not before.
+                var later = announcement
+                later.userIds = ["awake"]
+                later.wait = false
+                let due = Date().addingTimeInterval(1.5)
+                later.sendAtMs = Int64(due.timeIntervalSince1970 * 1000)
+                let scheduled = try await client.send(later)
+                #expect(try await client.jobStatus(jobID: scheduled.jobID).state == .scheduled)
+                var state = Pushrelay_V1_JobState.scheduled
+                for _ in 0..<100 where state != .completed {
+                    try await Task.sleep(for: .milliseconds(100))
+                    state = try await client.jobStatus(jobID: scheduled.jobID).state
+                }
+                #expect(state == .completed && Date() >= due)
+                #expect(service.pool.requests.map(\.token) == ["awake:pixel", "awake:pixel"])
+                await client.close()
+
+                // anky caps daily_prompt at one per user and day.
+                let anky = relay.client("anky")
+                _ = try await anky.registerDevice(Self.recordingDevice(user: "writer", token: "writer:pixel"))
+                var prompt = Pushrelay_V1_Send()
+                prompt.notificationType = "daily_prompt"
+                prompt.userIds = ["writer"]
+                prompt.alert.body = "What did you notice today?"
+                prompt.wait = true
+                #expect(try await anky.send(prompt).outcomes.map(\.outcome) == ["delivered"])
+                let capped = try await anky.send(prompt).outcomes
+                #expect(capped.map(\.outcome) == ["skipped"] && capped.map(\.reason) == ["capped"])
+                await anky.close()
+            }
+        }
+
+        @Test func itsReceiptsAndDeadTokensComeOnTheResultsStream() async throws {
+            try await Self.withRecordingRelay { relay, _ in
+                let client = relay.client("circl")
+                let events = try await client.subscribeResults(receipts: true)
+                _ = try await client.registerDevice(Self.recordingDevice(user: "gone", token: "dead:Gone-Pixel"))
+                _ = try await client.registerDevice(Self.recordingDevice(user: "here", token: "here:Pixel"))
+                _ = try await client.send(circlMessage(to: ["gone", "here"]))
+                var seen: [Pushrelay_V1_ResultEvent] = []
+                for await event in events {
+                    seen.append(event)
+                    if seen.count == 2 { break }
+                }
+                var dead: [String] = []
+                var receipts: [Pushrelay_V1_Delivery] = []
+                for event in seen {
+                    switch event.event {
+                    case .deadToken(let token): dead.append(token.token)
+                    case .receipt(let receipt): receipts.append(receipt)
+                    default: break
+                    }
+                }
+                #expect(dead == ["dead:Gone-Pixel"])
+                #expect(receipts.map(\.token) == ["here:Pixel"])
+                #expect(receipts.first?.providerMessageID.hasPrefix("recording/messages/") == true)
+                await client.close()
+            }
+        }
+
+        @Test func aPageOfItsDevicesTakenOverFromADeadRelaySendsOnlyWhatWasNotRecorded() async throws {
+            try await Self.withRecordingRelay(fanOut: false) { relay, service in
+                let client = relay.client("circl")
+                for user in ["ann", "bob", "cat"] {
+                    _ = try await client.registerDevice(Self.recordingDevice(user: user, token: "\(user):Pixel"))
+                }
+                let jobID = try await client.send(circlMessage(to: ["ann", "bob", "cat"], wait: false)).jobID
+                // Another relay plans the job as one page, leases it, records ann's delivery and dies (its lease
+                // ran out at once).
+                let store = relay.store
+                let job = try #require(try await store.claimJobForPlanning(owner: "dead", lease: .seconds(30)))
+                #expect(job.id == jobID)
+                let written = try await store.addListedJobPage(
+                    jobID: jobID, tenant: "circl", page: 1, dueAt: Date(), recipients: .users(["ann", "bob", "cat"]),
+                    excludedUsers: [])
+                #expect(
+                    written.devices.map(\.destination)
+                        == Array(repeating: Destination(provider: RecordingService.provider), count: 3))
+                try await store.finishPlanning(jobID: jobID, owner: "dead")
+                _ = try #require(try await store.claimJobPage(owner: "dead", lease: .zero))
+                try await store.recordDeliveries(
+                    [
+                        DeliveryRecord(
+                            tenantID: "circl", jobID: jobID, userID: "ann", token: "ann:Pixel", outcome: .delivered,
+                            sentAt: Date(), answeredAt: Date(), notificationType: "message")
+                    ], batchSize: 10)
+
+                let status = try await relay.runFanOut(until: jobID, client: client)
+                #expect(status.state == .completed && status.delivered == 3 && status.failed == 0)
+                #expect(service.pool.requests.map(\.token).sorted() == ["bob:Pixel", "cat:Pixel"])
                 await client.close()
             }
         }

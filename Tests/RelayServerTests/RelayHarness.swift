@@ -48,6 +48,7 @@ struct RelayHarness: Sendable {
     var server: RelayServer { relay.server }
     var service: RelayService { relay.service }
     var pools: PoolRegistry { relay.pools }
+    var readiness: Readiness { relay.readiness }
 
     /// Runs `body` with a fresh relay, then shuts everything down. `logger` is given to the store, the
     /// pools, the service and the server (the embedded PostgreSQL and the simulator stay quiet). Without

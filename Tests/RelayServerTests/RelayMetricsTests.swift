@@ -26,14 +26,14 @@ extension RelayServerSuites {
             let registry = testMetricsRegistry
             try await RelayHarness.with { relay in
                 await relay.pools.warm([(tenant: "circl", destination: .apns(.production))])
-                #expect(await relay.service.notReadyReason() == nil)
+                #expect(await relay.readiness.notReadyReason() == nil)
                 let client = relay.client("circl")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
                 _ = try await client.registerDevice(registration(user: "gone", token: RelayHarness.deadToken))
                 _ = try await client.send(circlMessage(to: ["ada", "gone", "nobody"]))
                 let refused = await errorCode { try await client.listDevices(userID: "") }
                 #expect(refused == .invalidArgument)
-                await relay.service.recordMetrics()
+                await relay.relay.metrics.sample()
                 await client.close()
             }
             let text = registry.emitToString()
@@ -136,7 +136,7 @@ extension RelayServerSuites {
                 send.sendAtMs = Int64(Date().timeIntervalSince1970 * 1_000) - 3_600_000
                 _ = try await client.send(send)
                 await client.close()
-                await relay.service.recordMetrics()
+                await relay.relay.metrics.sample()
             }
             let lag = try #require(gaugeValue(RelayMetricsTests.lagLabel, in: registry.emitToString()))
             #expect(lag >= 3_600)

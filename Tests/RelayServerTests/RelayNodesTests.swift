@@ -18,8 +18,8 @@ extension RelayServerSuites {
                 // A relay's heartbeat loop: its share follows the count; when it stops, its row goes.
                 #expect(try await relay.store.heartbeat(node: "b").liveRelays == 2)
                 let share = RelayShare()
-                let service = relay.service
-                let beating = Task { await service.runHeartbeat(node: "c", every: .milliseconds(50), share: share) }
+                let heartbeat = RelayHeartbeat(store: relay.store, logger: quietLogger)
+                let beating = Task { await heartbeat.run(node: "c", every: .milliseconds(50), share: share) }
                 let deadline = ContinuousClock.now + .seconds(30)
                 while share.liveRelays != 3, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(20))

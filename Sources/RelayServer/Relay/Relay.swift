@@ -28,6 +28,10 @@ package struct Relay: Sendable {
     package let server: RelayServer
     /// The operators' HTTP port, when it is configured and could be opened.
     package let operatorServer: OperatorHTTPServer?
+    /// Whether the relay takes work, and its delivery health (`/readyz`, `/status`).
+    package let readiness: Readiness
+    /// The metrics sampler part.
+    package let metrics: MetricsSampler
     private let configuration: Configuration
     private let logger: Logger
 
@@ -64,12 +68,14 @@ package struct Relay: Sendable {
                 }
             )
         }
+        let readiness = Readiness(store: store, pools: pools)
+        let metrics = MetricsSampler(store: store, pools: pools, logger: logger)
         var operatorServer: OperatorHTTPServer?
         if let address = configuration.operatorPort {
             do {
                 operatorServer = try await OperatorHTTPServer.start(
                     host: address.host, port: address.port, registry: address.registry,
-                    readiness: { await service.notReadyReason() }, status: { await service.status().json() },
+                    readiness: { await readiness.notReadyReason() }, status: { await readiness.status().json() },
                     group: group, logger: logger
                 )
             } catch {
@@ -82,10 +88,10 @@ package struct Relay: Sendable {
         let server = try await RelayServer.start(
             configuration: configuration.server, service: service, group: group, logger: logger
         )
-        service.listening.store(true, ordering: .relaxed)
+        readiness.setListening(true)
         return Relay(
             store: store, pools: pools, service: service, server: server, operatorServer: operatorServer,
-            configuration: configuration, logger: logger
+            readiness: readiness, metrics: metrics, configuration: configuration, logger: logger
         )
     }
 
@@ -114,6 +120,7 @@ package struct Relay: Sendable {
     /// The parts that this configuration runs, in ``partOrder``.
     private func parts(stopped: @escaping @Sendable (String) -> Void) -> [RelayPart] {
         let (store, pools, service, server, logger) = (store, pools, service, server, logger)
+        let (readiness, metrics) = (readiness, metrics)
         let configuration = configuration
         var parts = [
             RelayPart("APNs pools", stop: { await pools.shutdown(gracePeriod: configuration.poolShutdownGrace) })
@@ -130,9 +137,10 @@ package struct Relay: Sendable {
                     }
                 ),
                 // This process in relay_nodes, by its lease owner name: the relays share each tenant's rate.
-                RelayPart("node heartbeat", work: { await service.runHeartbeat(node: service.worker.owner) }),
                 RelayPart(
-                    "metrics sampler", work: { await service.recordMetrics(every: configuration.metricsInterval) }),
+                    "node heartbeat",
+                    work: { await RelayHeartbeat(store: store, logger: logger).run(node: service.worker.owner) }),
+                RelayPart("metrics sampler", work: { await metrics.run(every: configuration.metricsInterval) }),
             ]
         }
         if configuration.runsFanOut {
@@ -146,7 +154,7 @@ package struct Relay: Sendable {
                 "relay listener",
                 stop: {
                     logger.info("shutting down gracefully")
-                    service.listening.store(false, ordering: .relaxed)
+                    readiness.setListening(false)
                     await server.shutdown()
                 }
             )
