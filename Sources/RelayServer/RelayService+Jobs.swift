@@ -43,7 +43,12 @@ extension RelayService {
                 limit: limit + 1, after: key)
         }
         var answer = Pushrelay_V1_DeliveryList()
-        answer.deliveries = rows.prefix(limit).map(Pushrelay_V1_Delivery.init)
+        answer.deliveries.reserveCapacity(min(rows.count, limit))
+        for row in rows.prefix(limit) {
+            answer.deliveries.append(Pushrelay_V1_Delivery(row))
+            // Another tenant's request is not kept waiting while a large page is built.
+            if answer.deliveries.count.isMultiple(of: RelayStore.rowsBetweenYields) { await Task.yield() }
+        }
         if rows.count > limit, let last = rows.prefix(limit).last {
             answer.nextCursor = PageCursor.after(last)
         }

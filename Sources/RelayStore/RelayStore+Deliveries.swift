@@ -299,6 +299,11 @@ extension RelayStore {
         }
     }
 
+    /// How many rows a long read decodes before it hands its thread back: the tasks of every tenant's requests share
+    /// one cooperative pool of as many threads as cores, and a page of 1,000 rows decoded at once kept another
+    /// tenant's request waiting for milliseconds.
+    package static let rowsBetweenYields = 128
+
     private func deliveryRows(_ query: PostgresQuery) async throws(RelayStoreError) -> [DeliveryRecord] {
         return try await mappingErrors {
             var records: [DeliveryRecord] = []
@@ -313,6 +318,7 @@ extension RelayStore {
                         tenantID: row.0, jobID: row.1, userID: row.2, token: row.3, providerMessageID: row.4,
                         outcome: outcome,
                         reason: row.6, attempt: row.7, sentAt: row.8, answeredAt: row.9, latencyMilliseconds: row.10))
+                if records.count.isMultiple(of: Self.rowsBetweenYields) { await Task.yield() }
             }
             return records
         }
