@@ -1,5 +1,6 @@
 import APNs
 import Foundation
+import RelayStore
 import Testing
 
 @testable import RelayServer
@@ -87,5 +88,22 @@ import Testing
     @Test func aCheckThatAnswersGivesItsAnswer() async {
         let answer = await answer(within: .seconds(30), orElse: "late") { "on time" }
         #expect(answer == "on time")
+    }
+}
+
+/// The tenant file's names for APNs' values are the engine's, one for one.
+@Suite struct APNsTypesTests {
+    @Test func everyPushTypeOfTheTenantFileIsTheEnginesOfTheSameNameAndBack() {
+        for pushType in TenantConfiguration.PushType.allCases {
+            #expect(APNsPushType(pushType).rawValue == pushType.rawValue)
+        }
+        #expect(
+            Set(APNsPushType.allCases.map(\.rawValue)) == Set(TenantConfiguration.PushType.allCases.map(\.rawValue)))
+        for level in TenantConfiguration.InterruptionLevel.allCases {
+            #expect(APNsPayload.InterruptionLevel(level).rawValue == level.rawValue)
+        }
+        for environment in TenantConfiguration.Environment.allCases {
+            #expect(APNsEnvironment(environment).rawValue == environment.rawValue)
+        }
     }
 }

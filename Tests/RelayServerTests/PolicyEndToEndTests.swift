@@ -18,6 +18,29 @@ extension RelayServerSuites {
             return offset == 0 ? "Etc/UTC" : offset > 0 ? "Etc/GMT-\(offset)" : "Etc/GMT+\(-offset)"
         }
 
+        /// SET_PREFERENCES turning `type` off for `user`.
+        static func optOut(_ user: String, of type: String) -> Pushrelay_V1_SetPreferences {
+            var preferences = Pushrelay_V1_SetPreferences()
+            preferences.userID = user
+            preferences.preferences = [
+                Pushrelay_V1_TypePreference.with {
+                    $0.notificationType = type
+                    $0.enabled = false
+                }
+            ]
+            return preferences
+        }
+
+        /// circl's announcement to `users`, waiting for the outcomes.
+        static func announcement(to users: [String]) -> Pushrelay_V1_Send {
+            var send = Pushrelay_V1_Send()
+            send.notificationType = "announcement"
+            send.userIds = users
+            send.alert.body = "The circle meets on Friday"
+            send.wait = true
+            return send
+        }
+
         @Test func optedOutUsersAreSkippedAndUsersInQuietHoursDeferred() async throws {
             try await RelayHarness.with { relay in
                 let client = relay.client("circl")
@@ -29,22 +52,8 @@ extension RelayServerSuites {
                     device.timeZone = zone
                     _ = try await client.registerDevice(device)
                 }
-                var preferences = Pushrelay_V1_SetPreferences()
-                preferences.userID = "optout"
-                preferences.preferences = [
-                    Pushrelay_V1_TypePreference.with {
-                        $0.notificationType = "announcement"
-                        $0.enabled = false
-                    }
-                ]
-                _ = try await client.setPreferences(preferences)
-
-                var send = Pushrelay_V1_Send()
-                send.notificationType = "announcement"
-                send.userIds = ["awake", "optout", "night"]
-                send.alert.body = "The circle meets on Friday"
-                send.wait = true
-                let result = try await client.send(send)
+                _ = try await client.setPreferences(Self.optOut("optout", of: "announcement"))
+                let result = try await client.send(Self.announcement(to: ["awake", "optout", "night"]))
                 let byUser = Dictionary(uniqueKeysWithValues: result.outcomes.map { ($0.userID, $0) })
                 #expect(byUser["awake"]?.outcome == "delivered")
                 #expect(byUser["optout"]?.outcome == "skipped")

@@ -144,20 +144,8 @@ extension RelayServerSuites {
                     device.timeZone = PolicyEndToEndTests.zone(atLocalHour: hour)
                     _ = try await client.registerDevice(device)
                 }
-                var preferences = Pushrelay_V1_SetPreferences()
-                preferences.userID = "optout"
-                preferences.preferences = [
-                    Pushrelay_V1_TypePreference.with {
-                        $0.notificationType = "announcement"
-                        $0.enabled = false
-                    }
-                ]
-                _ = try await client.setPreferences(preferences)
-                var announcement = Pushrelay_V1_Send()
-                announcement.notificationType = "announcement"
-                announcement.userIds = ["night", "optout", "awake"]
-                announcement.alert.body = "The circle meets on Friday"
-                announcement.wait = true
+                _ = try await client.setPreferences(PolicyEndToEndTests.optOut("optout", of: "announcement"))
+                let announcement = PolicyEndToEndTests.announcement(to: ["night", "optout", "awake"])
                 let result = try await client.send(announcement)
                 let byUser = Dictionary(uniqueKeysWithValues: result.outcomes.map { ($0.userID, $0) })
                 #expect(byUser["optout"]?.outcome == "skipped" && byUser["optout"]?.reason == "opted_out")
