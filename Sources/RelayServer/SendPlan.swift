@@ -9,7 +9,8 @@ struct SendPlan: Sendable {
     /// Whom the notification goes to.
     enum Audience: Sendable, Hashable {
         case users([String])
-        /// Tokens as the request gave them (an APNs token in either case).
+        /// Tokens as stored: one in the APNs form lower-cased, any other as the request gave it
+        /// (``PushRelayProtocol/PushProvider/canonicalForm(of:)``).
         case tokens([String])
         case topic(String)
     }
@@ -81,7 +82,7 @@ struct SendPlan: Sendable {
         if !request.userIds.isEmpty {
             audience = .users(request.userIds)
         } else if !request.tokens.isEmpty {
-            audience = .tokens(request.tokens.map(\.token))
+            audience = .tokens(request.tokens.map { PushProvider.canonicalForm(of: $0.token) })
         } else {
             guard tenant.subscriptionTopics.contains(request.topic) else {
                 throw .invalidArgument(

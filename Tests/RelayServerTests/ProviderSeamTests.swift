@@ -71,6 +71,15 @@ extension RelayServerSuites {
                 byToken.token = token.lowercased()
                 #expect(try await client.queryDeliveries(byToken).deliveries.isEmpty)
                 #expect(try await client.listDevices(userID: "ada").devices.map(\.token) == [token])
+                // A SEND to tokens finds it byte for byte too; its lower-cased form is no device.
+                var byTokens = circlMessage(to: [])
+                byTokens.userIds = []
+                byTokens.tokens = [token, token.lowercased()].map { value in
+                    Pushrelay_V1_TokenTarget.with { $0.token = value }
+                }
+                let sent = try await client.send(byTokens).outcomes
+                #expect(sent.first { $0.token == token }?.outcome == "delivered")
+                #expect(sent.first { $0.token == token.lowercased() }?.reason == "no_device")
                 await client.close()
             }
         }

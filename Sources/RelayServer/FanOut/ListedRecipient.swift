@@ -2,6 +2,6 @@
 struct ListedRecipient: Hashable, Sendable {
     /// The user, or `nil` for a token listed in `tokens`.
     var user: String?
-    /// The token as stored (lower-case), or empty for a user.
+    /// The token as stored (an APNs token lower-cased), or empty for a user.
     var token: String
 }

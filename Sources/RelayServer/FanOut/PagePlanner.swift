@@ -121,9 +121,8 @@ struct PagePlanner {
                 withoutDevice += users.filter { !found.contains($0) }.map { ListedRecipient(user: $0, token: "") }
             case .tokens(let tokens):
                 let found = Set(devices.map(\.token))
-                withoutDevice += tokens.filter { !found.contains($0.lowercased()) }.map {
-                    ListedRecipient(user: nil, token: $0.lowercased())
-                }
+                // The plan's tokens are as stored (``SendPlan/Audience/tokens``).
+                withoutDevice += tokens.filter { !found.contains($0) }.map { ListedRecipient(user: nil, token: $0) }
             }
         }
     }
