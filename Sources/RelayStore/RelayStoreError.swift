@@ -199,7 +199,7 @@ package struct RelayStoreError: Error, Hashable, Sendable, CustomStringConvertib
         )
     }
 
-    /// A device registration was refused (a token that is not hex, an unknown topic…); nothing was stored.
+    /// A device registration was refused (a token that is not its provider's, an unknown topic…); nothing was stored.
     package static func invalidDeviceRegistration(reason: String) -> Self {
         Self(.invalidDeviceRegistration, detail: reason, description: "device registration refused: \(reason)")
     }

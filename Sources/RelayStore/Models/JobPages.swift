@@ -130,7 +130,8 @@ package struct TopicPageWrite: Sendable {
 package enum ListedRecipients: Sendable, Hashable {
     /// The active devices of these users.
     case users([String])
-    /// The active devices holding these tokens (hex, either case; strings that are not tokens match nothing).
+    /// The active devices holding these tokens (an APNs token in either case, any other byte for byte; strings that
+    /// are not tokens match nothing).
     case tokens([String])
 }
 
