@@ -62,6 +62,13 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            name: "FCM",
+            dependencies: [
+                .product(name: "_CryptoExtras", package: "swift-crypto")
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "EmbeddedPostgres",
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
@@ -160,6 +167,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "FCMTests",
+            dependencies: [
+                "FCM",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),
