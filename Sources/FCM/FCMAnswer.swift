@@ -1,0 +1,82 @@
+public import Foundation
+
+/// What FCM's answer to one `messages:send` means for the relay, by Google's error table: the message delivered
+/// (with its name), the token dead, the tenant's configuration at fault, a passing failure to retry (honouring
+/// `Retry-After`), the access token refused (fetch a new one once), or the message itself refused.
+public enum FCMAnswer: Sendable, Hashable {
+    /// 200: FCM took the message; its name is `projects/{project}/messages/{id}`.
+    case delivered(messageName: String)
+    /// 404 `UNREGISTERED`, or 400 `INVALID_ARGUMENT` naming the token: the token is dead.
+    case tokenDead(errorCode: String)
+    /// 403 `SENDER_ID_MISMATCH`, 401 `THIRD_PARTY_AUTH_ERROR`, 403 `PERMISSION_DENIED`: only an operator fixes
+    /// it; not retried.
+    case configurationFault(errorCode: String)
+    /// 429 `QUOTA_EXCEEDED`, 503 `UNAVAILABLE`, 500 `INTERNAL` (and other 5xx): retried with backoff, not before
+    /// `retryAfter` when FCM gave one.
+    case retryLater(errorCode: String, retryAfter: Duration?)
+    /// 401 without an FCM error code: the access token is missing, invalid or expired.
+    case unauthenticated
+    /// 400 `INVALID_ARGUMENT` about the message (not the token), or another 4xx: the same message fails again.
+    case rejected(errorCode: String, message: String)
+
+    /// The meaning of an answer of `status` with `body` (Google's error JSON, or the success JSON) and the
+    /// `Retry-After` header's value, if any.
+    public init(status: Int, body: Data, retryAfter: String? = nil) {
+        let error = (try? JSONDecoder().decode(ErrorBody.self, from: body))?.error
+        let fcmCode = error?.details?.compactMap(\.errorCode).first
+        let code = fcmCode ?? error?.status ?? "HTTP_\(status)"
+        let message = error?.message ?? ""
+        switch status {
+        case 200:
+            let name = (try? JSONDecoder().decode(Success.self, from: body))?.name ?? ""
+            self = .delivered(messageName: name)
+        case 404:
+            self = .tokenDead(errorCode: code)
+        case 400 where fcmCode == "INVALID_ARGUMENT" && Self.namesTheToken(message):
+            self = .tokenDead(errorCode: code)
+        case 401 where fcmCode == "THIRD_PARTY_AUTH_ERROR":
+            self = .configurationFault(errorCode: code)
+        case 401:
+            self = .unauthenticated
+        case 403:
+            self = .configurationFault(errorCode: code)
+        case 429, 500...599:
+            self = .retryLater(errorCode: code, retryAfter: Self.seconds(retryAfter))
+        default:
+            self = .rejected(errorCode: code, message: message)
+        }
+    }
+
+    /// Whether an `INVALID_ARGUMENT` message is about the registration token ("The registration token is not a
+    /// valid FCM registration token"), not the message.
+    private static func namesTheToken(_ message: String) -> Bool {
+        message.lowercased().contains("registration token")
+    }
+
+    /// A `Retry-After` of delay-seconds; an HTTP date is read as no delay given.
+    private static func seconds(_ header: String?) -> Duration? {
+        guard let header, let seconds = Int(header.trimmingCharacters(in: .whitespaces)), seconds >= 0 else {
+            return nil
+        }
+        return .seconds(seconds)
+    }
+
+    private struct Success: Decodable {
+        var name: String
+    }
+
+    private struct ErrorBody: Decodable {
+        struct Detail: Decodable {
+            var errorCode: String?
+        }
+
+        struct Error: Decodable {
+            var code: Int?
+            var message: String?
+            var status: String?
+            var details: [Detail]?
+        }
+
+        var error: Error
+    }
+}
