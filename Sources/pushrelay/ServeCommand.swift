@@ -250,7 +250,7 @@ extension ServeSettings {
     /// Logs the relay's addresses and writes the ready file. Logged, not printed: standard output is
     /// block-buffered when it is a file or a journal, and these lines matter at start, not at exit.
     private func announce(_ relay: Relay, logger: Logger) throws {
-        let address = "\(relay.server.host):\(relay.server.port)"
+        let address = "\(relay.listener.host):\(relay.listener.port)"
         logger.notice(
             "pushrelay: listening", metadata: ["address": "\(address)", "version": "\(RelayVersion.current)"])
         let operatorAddress = relay.operatorServer.map { "\($0.host):\($0.port)" }

@@ -11,7 +11,7 @@ extension RelayServerSuites {
     @Suite struct BadInputTests {
         @Test func everyBadFrameGetsItsErrorAndTheConnectionGoesOn() async throws {
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 // Before HELLO: anything else is HELLO_REQUIRED, and the connection stays.
                 try await connection.send(kind: .listDevices, requestID: 5, message: Pushrelay_V1_ListDevices())
                 #expect(await connection.nextError() == .helloRequired)
@@ -76,7 +76,7 @@ extension RelayServerSuites {
                     ("circl", "prk_not-a-real-secret"), ("familyportal", relay.credentials["circl"]!),
                     ("circl", ""),
                 ] {
-                    let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                    let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                     let answer = try #require(await connection.hello(tenant: tenant, credential: credential))
                     #expect(answer.kind == .error)
                     #expect(try answer.decode(Pushrelay_V1_Error.self).code == .authenticationFailed)
@@ -90,7 +90,7 @@ extension RelayServerSuites {
 
         @Test func helloMustComeWithinTheDeadline() async throws {
             try await RelayHarness.with(configure: { $0.helloTimeout = .milliseconds(300) }) { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 // Half a header, then silence: the relay says why it closes, on request id 0.
                 try await connection.send([0, 0, 0])
                 let answer = try #require(await connection.next())
@@ -103,7 +103,7 @@ extension RelayServerSuites {
 
         @Test func idleConnectionsAreSaidGoodbyeAndClosed() async throws {
             try await RelayHarness.with(configure: { $0.idleTimeout = .milliseconds(400) }) { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 let goodbye = try #require(await connection.next())
                 #expect(goodbye.kind == .goodbye)
@@ -174,7 +174,7 @@ extension RelayServerSuites {
                 var generator = SeededGenerator(seed: 20_261_121)
                 let kinds: [UInt16] = FrameKind.requests.map(\.rawValue) + [0, 0x8001, 0x4040, 0xFFFF, 0x3FFF]
                 for round in 0..<40 {
-                    let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                    let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                     if round.isMultiple(of: 2) {
                         _ = try await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!)
                     }

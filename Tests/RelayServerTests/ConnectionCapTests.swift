@@ -10,18 +10,18 @@ extension RelayServerSuites {
     @Suite struct ConnectionCapTests {
         @Test func aConnectionOverTheRelaysCapIsRefusedAtOnceAndOneClosedMakesRoom() async throws {
             try await RelayHarness.with(configure: { $0.maximumConnections = 2 }) { relay in
-                let first = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-                let second = try await RawConnection.connect(port: relay.server.port, group: relay.group)
-                #expect(await eventually { relay.server.connectionCount == 2 })
-                let third = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let first = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
+                let second = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
+                #expect(await eventually { relay.listener.connectionCount == 2 })
+                let third = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let refusal = try #require(await third.next())
                 #expect(refusal.kind == .error && refusal.requestID == 0)
                 let error = try refusal.decode(Pushrelay_V1_Error.self)
                 #expect(error.code == .tooManyConnections && error.retryAfterMs > 0)
                 #expect(await third.next() == nil, "the refused connection is closed")
                 await first.close()
-                #expect(await eventually { relay.server.connectionCount == 1 })
-                let fourth = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                #expect(await eventually { relay.listener.connectionCount == 1 })
+                let fourth = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let answer = try #require(await fourth.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 #expect(answer.kind == FrameKind.hello.answer)
                 await second.close()
@@ -32,21 +32,21 @@ extension RelayServerSuites {
         @Test func aTenantOverItsCapIsRefusedAtHelloWhileOtherTenantsConnect() async throws {
             try await RelayHarness.with(configure: { $0.maximumConnectionsPerTenant = 1 }) { relay in
                 let circl = relay.credentials["circl"]!
-                let first = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let first = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 #expect(try await first.hello(tenant: "circl", credential: circl)?.kind == FrameKind.hello.answer)
-                let second = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let second = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let refusal = try #require(try await second.hello(tenant: "circl", credential: circl))
                 #expect(refusal.kind == .error)
                 #expect(try refusal.decode(Pushrelay_V1_Error.self).code == .tooManyConnections)
                 #expect(await second.next() == nil, "the refused connection is closed")
-                let other = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let other = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let family = try await other.hello(
                     tenant: "familyportal", credential: relay.credentials["familyportal"]!)
                 #expect(family?.kind == FrameKind.hello.answer)
                 // The cap is given back when the tenant's connection closes.
                 await first.close()
                 let admitted = await eventually {
-                    guard let again = try? await RawConnection.connect(port: relay.server.port, group: relay.group)
+                    guard let again = try? await RawConnection.connect(port: relay.listener.port, group: relay.group)
                     else { return false }
                     defer { Task { await again.close() } }
                     return (try? await again.hello(tenant: "circl", credential: circl))?.kind == FrameKind.hello.answer
@@ -59,13 +59,13 @@ extension RelayServerSuites {
         @Test func anAddressThatKeepsFailingHellosIsSlowedButTheRightCredentialStillGetsIn() async throws {
             try await RelayHarness.with { relay in
                 for attempt in 0..<ConnectionAdmission.failuresPerWindow + 2 {
-                    let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                    let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                     let answer = try #require(
                         try await connection.hello(tenant: "circl", credential: "prk_wrong\(attempt)"))
                     #expect(try answer.decode(Pushrelay_V1_Error.self).code == .authenticationFailed)
                     await connection.close()
                 }
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let answer = try await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!)
                 #expect(answer?.kind == FrameKind.hello.answer)
                 await connection.close()
@@ -113,7 +113,7 @@ extension RelayServerSuites {
     @Suite struct RequestCostTests {
         @Test func aLargeDeliveryQueryCostsItsRowsAndTheNextRequestWaitsForThem() async throws {
             try await RelayHarness.with(requestsPerSecond: 1, requestBurst: 100) { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var query = Pushrelay_V1_QueryDeliveries()
                 query.userID = "ada"

@@ -9,7 +9,7 @@ extension RelayServerSuites {
     @Suite struct ConnectionEndTests {
         /// Connects and says HELLO as circl.
         private func connect(_ relay: RelayHarness) async throws -> RawConnection {
-            let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+            let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
             let ok = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
             #expect(ok.kind == FrameKind.hello.answer)
             return connection

@@ -33,7 +33,7 @@ extension RelayServerSuites {
             let table = try ErrorFieldTable.load()
             let answers = Mutex<Set<Pair>>([])
             try await RelayHarness.with(configure: { $0.limits.maxRecipients = 3 }) { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let hello = try #require(
                     await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 #expect(hello.kind == FrameKind.hello.answer)
@@ -69,7 +69,7 @@ extension RelayServerSuites {
                 seen.append(try await Self.error(from: connection, answering: goodbye))
                 await connection.close()
                 // A HELLO's own field, before the connection has one.
-                let fresh = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let fresh = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 var badName = Pushrelay_V1_Hello()
                 badName.minVersion = 1
                 badName.maxVersion = 1

@@ -100,12 +100,12 @@ extension RelayServerSuites {
             let forgedClient = "django forged=Y tenant=argus"
             try await RelayHarness.with(logger: logger) { relay in
                 // No valid credential is needed: a failed HELLO logs the tenant it claims.
-                let intruder = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let intruder = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let refused = try #require(
                     await intruder.hello(tenant: forgedTenant, credential: "prk_" + String(repeating: "W", count: 43)))
                 #expect(try refused.decode(Pushrelay_V1_Error.self).code == .authenticationFailed)
                 await intruder.close()
-                let backend = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let backend = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 var hello = Pushrelay_V1_Hello()
                 hello.minVersion = 1
                 hello.maxVersion = 1

@@ -161,7 +161,7 @@ extension RelayServerSuites {
 
         @Test func aConnectionHoldsABoundedNumberOfSubscriptions() async throws {
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let hello = try #require(
                     await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 #expect(hello.kind == FrameKind.hello.answer)
@@ -182,7 +182,7 @@ extension RelayServerSuites {
         @Test func aRequestIDInFlightAgainIsRefusedOnRequestIDZero() async throws {
             let registry = testMetricsRegistry
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var send = circlMessage(to: ["ada"])
                 send.wait = true
@@ -213,7 +213,7 @@ extension RelayServerSuites {
         @Test(arguments: [false, true])
         func aFloodingPeerThatDoesNotReadIsNotReadAndIsClosed(authenticated: Bool) async throws {
             try await RelayHarness.with(configure: { $0.writeStallTimeout = .seconds(5) }) { relay in
-                let flooder = try await NonReadingConnection.connect(port: relay.server.port, group: relay.group)
+                let flooder = try await NonReadingConnection.connect(port: relay.listener.port, group: relay.group)
                 if authenticated {
                     var hello = Pushrelay_V1_Hello()
                     (hello.minVersion, hello.maxVersion) = (1, 1)
@@ -233,7 +233,7 @@ extension RelayServerSuites {
                 let sampler = Task {
                     var largest = 0
                     while !Task.isCancelled {
-                        largest = max(largest, await relay.server.largestAnswerBacklog())
+                        largest = max(largest, await relay.listener.largestAnswerBacklog())
                         try? await Task.sleep(for: .milliseconds(20))
                     }
                     return largest
@@ -248,7 +248,7 @@ extension RelayServerSuites {
                 let other = relay.client("familyportal")
                 #expect(try await other.ping(nonce: 3) == 3)
                 // The flooder's connection is closed after the write-stall timeout.
-                #expect(await eventually(within: 30) { relay.server.connectionCount == 1 })
+                #expect(await eventually(within: 30) { relay.listener.connectionCount == 1 })
                 await other.close()
                 flooder.close()
             }
@@ -260,7 +260,7 @@ extension RelayServerSuites {
     @Suite struct RightsOnOpenConnectionTests {
         @Test func aCredentialRevokedWhileItsConnectionIsOpenIsRefusedAndTheConnectionClosed() async throws {
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 #expect(try await connection.pingWorks())
                 let credential = try #require(try await relay.store.listCredentials(tenant: "circl").first)

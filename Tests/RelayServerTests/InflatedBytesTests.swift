@@ -67,7 +67,7 @@ extension RelayServerSuites {
         /// A relay whose sends wait `latency` for APNs, with `configure`d budgets, and a device for ada.
         static func withSlowAPNs(
             latency: TimeAmount = .milliseconds(1_500),
-            configure: @escaping (inout RelayServerConfiguration) -> Void,
+            configure: @escaping (inout RelayListenerConfiguration) -> Void,
             _ body: @Sendable (RelayHarness) async throws -> Void
         ) async throws {
             try await RelayHarness.with(configure: configure) { relay in
@@ -99,9 +99,9 @@ extension RelayServerSuites {
                 $0.limits.maxDecompressedBytes = 256 << 10
                 $0.maximumInflightBytesPerConnection = budget
             }) { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
-                let server = relay.server
+                let server = relay.listener
                 var answers: [Frame] = []
                 let held = try await largest({ server.inflightBodyBytes }) {
                     try await connection.send(Self.pipeline(12))
@@ -130,13 +130,13 @@ extension RelayServerSuites {
             }) { relay in
                 let credential = relay.credentials["circl"]!
                 let flooders = [
-                    try await RawConnection.connect(port: relay.server.port, group: relay.group),
-                    try await RawConnection.connect(port: relay.server.port, group: relay.group),
+                    try await RawConnection.connect(port: relay.listener.port, group: relay.group),
+                    try await RawConnection.connect(port: relay.listener.port, group: relay.group),
                 ]
                 for flooder in flooders {
                     _ = try #require(await flooder.hello(tenant: "circl", credential: credential))
                 }
-                let server = relay.server
+                let server = relay.listener
                 let answered = Tally()
                 let held = try await largest({ server.inflightBodyBytes }) {
                     try await withThrowingTaskGroup(of: Void.self) { group in
@@ -185,7 +185,7 @@ extension RelayServerSuites {
 
         @Test func aPingPaysForItsInflatedBodyAndAFloodIsToldOnceThenNotRead() async throws {
             try await RelayHarness.with(requestsPerSecond: 20, requestBurst: 6) { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var ping = Pushrelay_V1_Ping()
                 ping.nonce = 5
@@ -223,7 +223,7 @@ extension RelayServerSuites {
 
         @Test func beforeHelloAFrameIsAtMost16KiBAsSentAndInflated() async throws {
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let inflating = compressedFrame(
                     kind: .hello, requestID: 1, body: padded(Pushrelay_V1_Hello(), by: 20_000))
                 #expect(FrameHeader.peek(inflating)?.flags == .zstd)
@@ -234,7 +234,7 @@ extension RelayServerSuites {
                 #expect(ok.kind == FrameKind.hello.answer)
                 await connection.close()
                 // 20 KB as sent before HELLO breaks the framing: the connection closes.
-                let large = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let large = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 var body = ByteBuffer()
                 FrameEncoder().encode(
                     kind: .ping, requestID: 2, body: padded(Pushrelay_V1_Ping(), by: 20_000), into: &body)
@@ -248,7 +248,7 @@ extension RelayServerSuites {
 
         @Test func aSendOfHalfAMillionEmptyLocArgsIsRefusedByItsCountAndTheRelayServesOn() async throws {
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var send = circlMessage(to: ["ada"])
                 send.alert.locArgs = [""]

@@ -39,7 +39,7 @@ extension RelayServerSuites {
                 #expect(refused == .authenticationFailed)
                 await intruder.close()
                 // A backend that swapped its tenant and its secret: the secret is neither echoed nor logged.
-                let swapped = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let swapped = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 let answer = try #require(
                     await swapped.hello(tenant: relay.credentials["circl"]!, credential: "circl"))
                 let error = try answer.decode(Pushrelay_V1_Error.self)

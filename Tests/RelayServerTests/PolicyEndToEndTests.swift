@@ -79,15 +79,15 @@ extension RelayServerSuites {
             try await RelayHarness.with(configure: { $0.idleTimeout = .seconds(3) }) { relay in
                 let client = PushRelayClient(
                     configuration: .init(
-                        host: "127.0.0.1", port: relay.server.port, tenant: "circl",
+                        host: "127.0.0.1", port: relay.listener.port, tenant: "circl",
                         credential: relay.credentials["circl"]!, reconnect: true, initialBackoff: 0.05
                     ),
                     group: relay.group
                 )
                 #expect(try await client.ping(nonce: 1) == 1)
-                #expect(relay.server.connectionCount == 1)
+                #expect(relay.listener.connectionCount == 1)
                 // Idle: the relay says GOODBYE and closes the connection.
-                #expect(await eventually { relay.server.connectionCount == 0 })
+                #expect(await eventually { relay.listener.connectionCount == 0 })
                 // A ping written as the relay's GOODBYE and close come may fail as closed (no answer: it may or may
                 // not have been taken); the client then reconnects for the next one.
                 let pong: UInt64
@@ -97,7 +97,7 @@ extension RelayServerSuites {
                     pong = try await client.ping(nonce: 2)
                 }
                 #expect(pong == 2)
-                #expect(relay.server.connectionCount == 1)
+                #expect(relay.listener.connectionCount == 1)
                 await client.close()
             }
         }

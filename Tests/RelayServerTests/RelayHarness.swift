@@ -45,7 +45,7 @@ struct RelayHarness: Sendable {
     private let parts: ServiceGroup?
 
     var store: RelayStore { relay.store }
-    var server: RelayServer { relay.server }
+    var listener: RelayListener { relay.listener }
     var service: RelayService { relay.service }
     var pools: PoolRegistry { relay.pools }
     var readiness: Readiness { relay.readiness }
@@ -57,7 +57,7 @@ struct RelayHarness: Sendable {
     /// background parts only with `backgroundParts`), stopped by a graceful shutdown at the end; with
     /// `runsParts: false` the test runs them itself (``Relay/serviceGroup(stopped:)``).
     static func with(
-        configure: (inout RelayServerConfiguration) -> Void = { _ in },
+        configure: (inout RelayListenerConfiguration) -> Void = { _ in },
         configureRelay: @escaping @Sendable (inout Relay.Configuration) -> Void = { _ in },
         simulatorKeys: [APNsSigningKey] = [],
         requestsPerSecond: Double = 1_000,
@@ -68,7 +68,7 @@ struct RelayHarness: Sendable {
         logger: Logger = quietLogger,
         _ body: @Sendable (RelayHarness) async throws -> Void
     ) async throws {
-        var configuration = RelayServerConfiguration(port: 0)
+        var configuration = RelayListenerConfiguration(port: 0)
         configure(&configuration)
         let serverConfiguration = configuration
         let folder = "/tmp/relayserver-tests-\(UUID().uuidString.prefix(13))"
@@ -107,7 +107,7 @@ struct RelayHarness: Sendable {
 
     private static func run(
         store: RelayStore,
-        configuration: RelayServerConfiguration,
+        configuration: RelayListenerConfiguration,
         options: Options,
         logger: Logger,
         _ body: @Sendable (RelayHarness) async throws -> Void
@@ -171,7 +171,7 @@ struct RelayHarness: Sendable {
             await parts.triggerGracefulShutdown()
             try? await running.value
         } else {
-            await server.shutdown()
+            await listener.shutdown()
             await pools.shutdown(gracePeriod: .zero)
         }
         try? await simulator.shutdown()
@@ -225,7 +225,7 @@ struct RelayHarness: Sendable {
     func client(_ tenant: String, credential: String? = nil) -> PushRelayClient {
         PushRelayClient(
             configuration: .init(
-                host: "127.0.0.1", port: server.port, tenant: tenant,
+                host: "127.0.0.1", port: listener.port, tenant: tenant,
                 credential: credential ?? credentials[tenant] ?? "", reconnect: false
             ),
             group: group

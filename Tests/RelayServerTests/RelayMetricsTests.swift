@@ -70,7 +70,7 @@ extension RelayServerSuites {
         @Test func framesRefusedBeforeTheServiceAreCounted() async throws {
             let registry = testMetricsRegistry
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 try await connection.send(kind: .listDevices, requestID: 5, message: Pushrelay_V1_ListDevices())
                 #expect(await connection.nextError() == .helloRequired)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))

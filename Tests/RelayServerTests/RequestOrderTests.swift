@@ -69,7 +69,7 @@ extension RelayServerSuites {
         @Test("each dependent pair written back to back, 100 times: the later request sees the earlier one")
         func dependentPairsBackToBack() async throws {
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var nextID: UInt32 = 10
                 func ids() -> (UInt32, UInt32) {

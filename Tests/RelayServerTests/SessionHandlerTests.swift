@@ -60,7 +60,7 @@ extension SessionStateMachineTests {
         @Test func aCredentialRevokedWhileTheConnectionIsOpenIsRefusedOnRequestIDZeroAtTheNextCheck() async throws {
             let service = FakeSessionService()
             let loop = NIOAsyncTestingEventLoop()
-            let configuration = RelayServerConfiguration(port: 0)
+            let configuration = RelayListenerConfiguration(port: 0)
             let channel = try await NIOAsyncTestingChannel(loop: loop) { channel in
                 try channel.pipeline.syncOperations.addHandler(
                     RelaySessionHandler(
@@ -94,9 +94,9 @@ extension SessionStateMachineTests {
 /// A session handler on an embedded channel, connected, with `configure` applied to the listener's settings; and
 /// the reads that pass it towards the socket.
 private func embeddedSession(
-    configure: (inout RelayServerConfiguration) -> Void
+    configure: (inout RelayListenerConfiguration) -> Void
 ) throws -> (EmbeddedChannel, EmbeddedEventLoop, ReadCounter) {
-    var configuration = RelayServerConfiguration(port: 0)
+    var configuration = RelayListenerConfiguration(port: 0)
     configure(&configuration)
     let loop = EmbeddedEventLoop()
     let reads = ReadCounter()
@@ -113,7 +113,7 @@ private func embeddedSession(
 /// The frames in `buffer` (none when it is `nil`).
 private func frames(in buffer: ByteBuffer?) throws -> [Frame] {
     guard var buffer else { return [] }
-    var parser = FrameParser(limits: RelayServerConfiguration(port: 0).limits)
+    var parser = FrameParser(limits: RelayListenerConfiguration(port: 0).limits)
     var found: [Frame] = []
     while let parsed = parser.next(from: &buffer) {
         guard case .frame(let frame) = parsed else {

@@ -431,8 +431,8 @@ private struct Session {
     var machine: SessionStateMachine
     let ledger = FakeLedger()
 
-    init(configure: (inout RelayServerConfiguration) -> Void = { _ in }) {
-        var configuration = RelayServerConfiguration(port: 0)
+    init(configure: (inout RelayListenerConfiguration) -> Void = { _ in }) {
+        var configuration = RelayListenerConfiguration(port: 0)
         configure(&configuration)
         machine = SessionStateMachine(configuration: .init(configuration))
     }

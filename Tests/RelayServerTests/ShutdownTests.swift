@@ -13,13 +13,13 @@ extension RelayServerSuites {
             try await RelayHarness.with { relay in
                 let client = relay.client("circl")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
-                let watcher = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let watcher = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await watcher.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 // APNs answers slowly, so the send is still in flight when the shutdown begins.
                 relay.simulator.updateFaults { $0.latency = .seconds(3) }
                 let send = Task { try await client.send(circlMessage(to: ["ada"])) }
                 try await waitUntilAPNsHasTheRequest(relay)
-                let shutdown = Task { await relay.server.shutdown() }
+                let shutdown = Task { await relay.listener.shutdown() }
 
                 let goodbye = try #require(await watcher.next())
                 #expect(goodbye.kind == .goodbye)
@@ -28,7 +28,7 @@ extension RelayServerSuites {
                 let answer = try await send.value
                 #expect(answer.job.delivered == 1, "\(answer)")
                 await shutdown.value
-                #expect(relay.server.connectionCount == 0)
+                #expect(relay.listener.connectionCount == 0)
                 // The listener is closed: a new connection is refused.
                 let late = relay.client("circl")
                 #expect(await errorCode { try await late.ping() } != nil)
@@ -45,7 +45,7 @@ extension RelayServerSuites {
             ) { relay in
                 let client = relay.client("circl")
                 _ = try await client.registerDevice(registration(user: "ada", token: randomToken()))
-                let watcher = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let watcher = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await watcher.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 #expect(relay.relay.operatorServer != nil)
                 // The relay's own parts, as `serve` runs them.
@@ -68,7 +68,7 @@ extension RelayServerSuites {
                         "maintenance", "key-change follower", "APNs pools",
                     ])
                 #expect(stopped.all == Relay.partOrder.reversed())
-                #expect(relay.server.connectionCount == 0)
+                #expect(relay.listener.connectionCount == 0)
                 await watcher.close()
             }
         }

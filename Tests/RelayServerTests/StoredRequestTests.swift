@@ -12,7 +12,7 @@ extension RelayServerSuites {
     @Suite struct StoredRequestTests {
         @Test func aSendPaddedWithUnknownFieldsIsStoredWithoutThem() async throws {
             try await RelayHarness.with { relay in
-                let connection = try await RawConnection.connect(port: relay.server.port, group: relay.group)
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
                 _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
                 var send = circlMessage(to: ["ada"], wait: false)
                 send.idempotencyKey = "padded"

@@ -46,7 +46,7 @@ extension RelayServerSuites {
                 clientTLS.privateKey = .privateKey(try NIOSSLPrivateKey(file: clientKey, format: .pem))
                 let client = PushRelayClient(
                     configuration: .init(
-                        host: "127.0.0.1", port: relay.server.port, tenant: "circl",
+                        host: "127.0.0.1", port: relay.listener.port, tenant: "circl",
                         credential: relay.credentials["circl"]!, tls: clientTLS, reconnect: false
                     ),
                     group: relay.group
@@ -60,7 +60,7 @@ extension RelayServerSuites {
                 anonymous.trustRoots = .file(serverCertificate)
                 let refused = PushRelayClient(
                     configuration: .init(
-                        host: "127.0.0.1", port: relay.server.port, tenant: "circl",
+                        host: "127.0.0.1", port: relay.listener.port, tenant: "circl",
                         credential: relay.credentials["circl"]!, tls: anonymous, reconnect: false, connectTimeout: 3
                     ),
                     group: relay.group

@@ -25,7 +25,7 @@ package struct Relay: Sendable {
     /// What the relay does for each request, and its fan-out worker.
     package let service: RelayService
     /// The wire protocol's listener, accepting from ``start(configuration:store:group:logger:)`` on.
-    package let server: RelayServer
+    package let listener: RelayListener
     /// The operators' HTTP port, when it is configured and could be opened.
     package let operatorServer: OperatorHTTPServer?
     /// Whether the relay takes work, and its delivery health (`/readyz`, `/status`).
@@ -85,12 +85,12 @@ package struct Relay: Sendable {
                     address: "\(address.host):\(address.port)", reason: Self.reason(error))
             }
         }
-        let server = try await RelayServer.start(
+        let listener = try await RelayListener.start(
             configuration: configuration.server, service: service, group: group, logger: logger
         )
         readiness.setListening(true)
         return Relay(
-            store: store, pools: pools, service: service, server: server, operatorServer: operatorServer,
+            store: store, pools: pools, service: service, listener: listener, operatorServer: operatorServer,
             readiness: readiness, metrics: metrics, configuration: configuration, logger: logger
         )
     }
@@ -119,7 +119,7 @@ package struct Relay: Sendable {
 
     /// The parts that this configuration runs, in ``partOrder``.
     private func parts(stopped: @escaping @Sendable (String) -> Void) -> [RelayPart] {
-        let (store, pools, service, server, logger) = (store, pools, service, server, logger)
+        let (store, pools, service, listener, logger) = (store, pools, service, listener, logger)
         let (readiness, metrics) = (readiness, metrics)
         let configuration = configuration
         var parts = [
@@ -155,7 +155,7 @@ package struct Relay: Sendable {
                 stop: {
                     logger.info("shutting down gracefully")
                     readiness.setListening(false)
-                    await server.shutdown()
+                    await listener.shutdown()
                 }
             )
         )

@@ -9,7 +9,7 @@ extension Relay {
     /// make theirs.
     package struct Configuration: Sendable {
         /// The wire protocol's listener: address, limits, timeouts, TLS.
-        package var server: RelayServerConfiguration
+        package var server: RelayListenerConfiguration
         /// Where the APNs pools connect, and with how many connections.
         package var target: APNsTarget
         /// The key that unseals stored signing keys; `nil`: stored keys cannot be used.
@@ -45,7 +45,7 @@ extension Relay {
         var additionalServices: [any PushService] = []
 
         /// A configuration with the listener `server` sending to `target`, and the defaults for the rest.
-        package init(server: RelayServerConfiguration, target: APNsTarget, masterKey: MasterKey?) {
+        package init(server: RelayListenerConfiguration, target: APNsTarget, masterKey: MasterKey?) {
             self.server = server
             self.target = target
             self.masterKey = masterKey

@@ -62,11 +62,11 @@ extension ServeSettings {
     }
 
     /// The listener's configuration: address, limits, timeouts and TLS.
-    private func serverConfiguration() throws(ServeSettingsError) -> RelayServerConfiguration {
+    private func serverConfiguration() throws(ServeSettingsError) -> RelayListenerConfiguration {
         guard let endpoint = Self.hostAndPort(listen) else {
             throw ServeSettingsError("listen must be host:port, not \(listen)")
         }
-        var configuration = RelayServerConfiguration(
+        var configuration = RelayListenerConfiguration(
             host: endpoint.host, port: endpoint.port,
             limits: ProtocolLimits(
                 maxFrameBytes: maxFrameBytes, maxDecompressedBytes: maxDecompressedBytes, maxInFlight: maxInFlight,

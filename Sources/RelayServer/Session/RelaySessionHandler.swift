@@ -29,7 +29,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private let service: any SessionService
-    private let configuration: RelayServerConfiguration
+    private let configuration: RelayListenerConfiguration
     /// The tenants' connection caps and the failed HELLOs per peer address.
     private let admission: ConnectionAdmission
     /// The budgets shared by all connections, as the machine draws on them.
@@ -51,7 +51,7 @@ final class RelaySessionHandler: ChannelDuplexHandler {
     /// A session of `service` with the listener's `configuration`, its connection caps and failed HELLOs in
     /// `admission`, its requests' inflated bodies in the process's `bodies`; `connectionID` names it in logs.
     init(
-        service: any SessionService, configuration: RelayServerConfiguration, admission: ConnectionAdmission,
+        service: any SessionService, configuration: RelayListenerConfiguration, admission: ConnectionAdmission,
         bodies: InflatedBytesBudget, connectionID: String, logger: Logger
     ) {
         self.service = service

@@ -102,14 +102,14 @@ enum SessionNote: Equatable {
 
 /// The deadlines a session keeps, each armed at most once at a time.
 enum SessionTimer: Hashable, CaseIterable, Sendable {
-    /// HELLO must be accepted by then (``RelayServerConfiguration/helloTimeout`` after the connection opened).
+    /// HELLO must be accepted by then (``RelayListenerConfiguration/helloTimeout`` after the connection opened).
     case hello
-    /// A connection with no frame for ``RelayServerConfiguration/idleTimeout`` is said GOODBYE and closed.
+    /// A connection with no frame for ``RelayListenerConfiguration/idleTimeout`` is said GOODBYE and closed.
     case idle
     /// The next check that the credential and its tenant still give their rights
     /// (``ConnectionBounds/rightsCheckInterval``).
     case rights
-    /// A peer that leaves its answers unread until then (``RelayServerConfiguration/writeStallTimeout``) is closed.
+    /// A peer that leaves its answers unread until then (``RelayListenerConfiguration/writeStallTimeout``) is closed.
     case writeStall
     /// The end of a wait for the credential's tokens, during which the socket is not read.
     case tokenWait

@@ -36,7 +36,7 @@ struct SessionStateMachine {
         var maximumInflightBytesPerConnection: Int
 
         /// The settings of a listener's `server` configuration.
-        init(_ server: RelayServerConfiguration) {
+        init(_ server: RelayListenerConfiguration) {
             limits = server.limits
             helloTimeout = TimeAmount(server.helloTimeout)
             idleTimeout = server.idleTimeout.map { TimeAmount($0) }

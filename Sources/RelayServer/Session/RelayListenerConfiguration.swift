@@ -1,8 +1,8 @@
 package import NIOSSL
 package import PushRelayProtocol
 
-/// How a ``RelayServer`` listens and what it holds connections to.
-package struct RelayServerConfiguration: Sendable {
+/// How a ``RelayListener`` listens and what it holds connections to.
+package struct RelayListenerConfiguration: Sendable {
     /// The address to listen on.
     package var host: String
     /// The TCP port; 0 picks a free one.

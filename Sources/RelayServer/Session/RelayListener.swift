@@ -7,7 +7,7 @@ import Synchronization
 
 /// The relay's TCP listener for backend connections (optionally TLS): one ``RelayService`` behind it,
 /// one session per connection.
-package final class RelayServer: Sendable {
+package final class RelayListener: Sendable {
     /// The bound address's port (the chosen one when the configuration asked for port 0).
     package let port: Int
     /// The bound host.
@@ -18,7 +18,7 @@ package final class RelayServer: Sendable {
     private let sessionLoops: MultiThreadedEventLoopGroup
     private let connections: ConnectionRegistry
     private let bodies: InflatedBytesBudget
-    private let configuration: RelayServerConfiguration
+    private let configuration: RelayListenerConfiguration
     private let logger: Logger
 
     private init(
@@ -26,7 +26,7 @@ package final class RelayServer: Sendable {
         sessionLoops: MultiThreadedEventLoopGroup,
         connections: ConnectionRegistry,
         bodies: InflatedBytesBudget,
-        configuration: RelayServerConfiguration,
+        configuration: RelayListenerConfiguration,
         logger: Logger
     ) {
         self.serverChannel = serverChannel
@@ -42,11 +42,11 @@ package final class RelayServer: Sendable {
     /// Listens on `configuration.host` and `configuration.port` (accepting on `group`) and serves connections with
     /// `service`, each on one of the listener's own event loops (one per core).
     package static func start(
-        configuration: RelayServerConfiguration,
+        configuration: RelayListenerConfiguration,
         service: RelayService,
         group: any EventLoopGroup,
         logger: Logger
-    ) async throws -> RelayServer {
+    ) async throws -> RelayListener {
         let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0) }
         let registry = ConnectionRegistry()
         let admission = ConnectionAdmission(
@@ -98,7 +98,7 @@ package final class RelayServer: Sendable {
             try? await sessionLoops.shutdownGracefully()
             throw error
         }
-        return RelayServer(
+        return RelayListener(
             serverChannel: channel, sessionLoops: sessionLoops, connections: registry, bodies: bodies,
             configuration: configuration, logger: logger)
     }
