@@ -220,7 +220,7 @@ struct ProviderTokenTests {
         #expect {
             try APNsSigningKey(pem: p384, keyID: Self.keyID, teamID: Self.teamID)
         } throws: { error in
-            guard case .notP256 = error as? APNsKeyError else { return false }
+            guard (error as? APNsKeyError)?.code == .notP256 else { return false }
             return "\(error)".contains("P-256")
         }
         let good = P256.Signing.PrivateKey().pemRepresentation
@@ -230,8 +230,8 @@ struct ProviderTokenTests {
         #expect {
             try APNsSigningKey(p8File: "/nonexistent/AuthKey.p8", keyID: Self.keyID, teamID: Self.teamID)
         } throws: { error in
-            guard case .unreadable(let path, _) = error as? APNsKeyError else { return false }
-            return path == "/nonexistent/AuthKey.p8"
+            guard let error = error as? APNsKeyError, error.code == .unreadable else { return false }
+            return error.path == "/nonexistent/AuthKey.p8"
         }
     }
 
