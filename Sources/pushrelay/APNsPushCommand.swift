@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import PushRelayProtocol
 
 /// `pushrelay apns push`: sends notifications straight through an APNs pool and counts the outcomes.
 struct APNsPushCommand: AsyncParsableCommand {
@@ -121,7 +122,7 @@ struct APNsPushCommand: AsyncParsableCommand {
         await pool.shutdown()
         try await group.shutdownGracefully()
 
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         for (key, value) in tally.sorted(by: { $0.key < $1.key }) {
             print("\(key.padding(toLength: 44, withPad: " ", startingAt: 0)) \(value)")
         }
