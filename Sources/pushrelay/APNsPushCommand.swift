@@ -70,10 +70,13 @@ struct APNsPushCommand: AsyncParsableCommand {
         let credential = try makeCredential()
         let target: APNsEndpoint
         if let endpoint {
-            guard let parsed = APNsEndpoint(parsing: endpoint) else {
-                throw ValidationError("--endpoint must be HOST:PORT, got '\(endpoint)'")
+            let parsed: HostAndPort
+            do {
+                parsed = try HostAndPort(parsing: endpoint)
+            } catch {
+                throw ValidationError("--endpoint must be HOST:PORT, got '\(endpoint)': \(error.reason)")
             }
-            target = parsed
+            target = APNsEndpoint(host: parsed.host, port: parsed.port)
         } else {
             target = .apple(environment, alternatePort: alternatePort)
         }

@@ -109,6 +109,7 @@ struct ValidationTests {
         #expect(APNsEndpoint(parsing: "[::1]:2197") == APNsEndpoint(host: "::1", port: 2197))
         #expect(APNsEndpoint(parsing: "nohost") == nil)
         #expect(APNsEndpoint(parsing: "host:99999") == nil)
+        #expect(APNsEndpoint(parsing: "::1:2197") == nil)
     }
 }
 
