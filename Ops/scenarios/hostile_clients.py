@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Ops/scenarios/hostile_clients.py: hostile clients against a running `pushrelay serve` (Ops/scenarios/hostile-clients.sh runs it).
 
-Every attack speaks raw frames over TCP (the frame layout of Protocol/README.md, the bodies from the
-installed pushrelay_client package's pushrelay_pb2) and returns held / not held with a one-line detail;
+Every attack speaks frames over TCP with the installed pushrelay_client package's frames module (encode_frame for
+honest frames, encode_header under the hand-made ones, FrameDecoder for what the relay sends; the bodies from its
+pushrelay_pb2) and returns held / not held with a one-line detail;
 after each attack the relay must still be up: its process alive and a fresh connection's HELLO + PING
 answered. The rule for every attack: the relay answers with an ERROR frame of the stated code or a valid
 answer, and never crashes.
@@ -30,8 +31,8 @@ within 60 s (sends deliberately scheduled far ahead are cancelled right after SE
 The last line is `hostile: N passed, N failed` (the attacks plus the final checks); the exit status is 0
 only when every attack held, the relay never died, and every accepted job finished.
 
-Arguments: see --help. Stdlib only, plus the pushrelay_client package (and its zstandard dependency, used
-only to check the hand-made zstd frames).
+Arguments: see --help. Stdlib only, plus the pushrelay_client package (and its zstandard dependency, used to check
+the hand-made zstd frames and to compress the bodies the package would not: those that inflate beyond the ratio).
 """
 
 from __future__ import annotations
@@ -52,13 +53,21 @@ import time
 import traceback
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from pushrelay_client import MESSAGE_TYPES, Kind
+import zstandard
+from pushrelay_client import (
+    FLAG_ZSTD,
+    MESSAGE_TYPES,
+    PROTOCOL_VERSION,
+    Frame,
+    FrameDecoder,
+    FrameError,
+    FrameTooLarge,
+    InvalidBody,
+    Kind,
+    encode_frame,
+    encode_header,
+)
 from pushrelay_client import pushrelay_pb2 as pb
-
-try:
-    import zstandard
-except ImportError:  # the hand-made frames are then not cross-checked
-    zstandard = None
 
 # --- constants ---------------------------------------------------------------------------------------
 
@@ -70,9 +79,6 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 NEAR_FAR_MS = 9_300_000_000_000_000  # 9.3e15 ms: year ~296,000 (the earlier report's crash value)
 MIB = 1024 * 1024
-
-HEADER = struct.Struct(">IBBHI")
-FLAG_ZSTD = 0x01
 
 # The kinds, from the client package: its Kind is made from pushrelay.proto's FrameKind.
 HELLO, PING, GOODBYE = Kind.HELLO, Kind.PING, Kind.GOODBYE
@@ -86,7 +92,6 @@ ERROR = Kind.ERROR
 
 # Every request kind by its name as the relay's errors and metrics write it ("register_device").
 KIND_NAMES = {kind: kind.name.lower() for kind in Kind if kind.is_request}
-ANSWER_TYPES = {kind: MESSAGE_TYPES[kind.answer] for kind in KIND_NAMES if kind is not GOODBYE}
 # Every request kind with a body type, in the order the frame attacks walk them (HELLO is pre-HELLO only).
 REQUEST_KINDS = [k for k in KIND_NAMES if k not in (HELLO, GOODBYE)]
 
@@ -137,13 +142,29 @@ def raw_varint_field(number: int, value: int) -> bytes:
 # --- frames and a raw connection ---------------------------------------------------------------------
 
 
-def frame(kind: int, rid: int, body: bytes = b"", flags: int = 0, version: int = 1,
+def frame(kind: int, rid: int, body: bytes = b"", flags: int = 0, version: int = PROTOCOL_VERSION,
           length: Optional[int] = None) -> bytes:
-    return HEADER.pack(len(body) if length is None else length, version, flags, kind, rid) + body
+    """A hand-made frame: the package's header (any flags, version or declared length) before raw body bytes."""
+    return encode_header(len(body) if length is None else length, kind, rid, flags=flags, version=version) + body
 
 
 def body_of(message) -> bytes:
     return message if isinstance(message, (bytes, bytearray)) else message.SerializeToString(deterministic=True)
+
+
+def request_frame(kind: int, rid: int, message, flags: int = 0, version: int = PROTOCOL_VERSION) -> bytes:
+    """`message` (a protobuf message or raw body bytes) as a frame: the package's encode_frame when it is an honest
+    frame (the kind's own message, no flags, this version), else made by hand (the same bytes encode_frame would
+    write, for what it would refuse)."""
+    if flags == 0 and version == PROTOCOL_VERSION and isinstance(message, MESSAGE_TYPES.get(kind, ())):
+        return encode_frame(kind, rid, message)
+    return frame(kind, rid, body_of(message), flags=flags, version=version)
+
+
+def relay_decoder() -> FrameDecoder:
+    """The package's decoder for what the relay sends; its limits are generous (64 MiB), as the relay's answers
+    are not what is under test: a frame declaring more ends the connection (Closed)."""
+    return FrameDecoder(max_frame_bytes=64 * MIB, max_decompressed_bytes=64 * MIB)
 
 
 class Answer:
@@ -182,7 +203,7 @@ class Conn:
         sock.connect(address)
         self.sock = sock
         self.address = address
-        self.buffer = bytearray()
+        self.decoder = relay_decoder()
         self.next_rid = 1
         self.eof = False
         self.goodbye = False
@@ -206,19 +227,19 @@ class Conn:
             raise Closed(f"write failed: {error.__class__.__name__}") from None
 
     def read_frame(self, timeout: float):
-        """(version, flags, kind, rid, body) of the next frame, None after `timeout` s; Closed on EOF/reset."""
+        """The next frame the relay sent (the package's Frame, its body decompressed and parsed), or the FrameError
+        of a frame the package's decoder refuses (its kind and request id are known); None after `timeout` s; Closed
+        on EOF, reset, or a header declaring more than 64 MiB."""
         deadline = time.monotonic() + timeout
         while True:
-            if len(self.buffer) >= HEADER.size:
-                length, version, flags, kind, rid = HEADER.unpack_from(self.buffer)
-                if length > 64 * MIB:
-                    raise Closed(f"the relay sent a frame header declaring {length} bytes")
-                if len(self.buffer) >= HEADER.size + length:
-                    body = bytes(self.buffer[HEADER.size:HEADER.size + length])
-                    del self.buffer[:HEADER.size + length]
-                    if flags & FLAG_ZSTD and zstandard is not None:
-                        body = zstandard.ZstdDecompressor().decompress(body)
-                    return version, flags, kind, rid, body
+            try:
+                got = self.decoder.next_frame()
+            except FrameTooLarge as error:
+                raise Closed(f"the relay sent a frame header declaring too much: {error}") from None
+            except FrameError as error:
+                return error
+            if got is not None:
+                return got
             if self.eof:
                 raise Closed("connection closed by the relay")
             left = deadline - time.monotonic()
@@ -235,7 +256,7 @@ class Conn:
             if not data:
                 self.eof = True
             else:
-                self.buffer += data
+                self.decoder.feed(data)
 
     def wait_for(self, rid: int, request_kind: int, timeout: float) -> Answer:
         """The answer to request `rid` (or a connection-level ERROR with id 0)."""
@@ -247,37 +268,32 @@ class Conn:
                 return Answer("closed", note=str(closed))
             if got is None:
                 return Answer("timeout", note=f"no answer within {timeout:g} s")
-            _version, _flags, kind, frid, body = got
-            if kind == ERROR and (frid == rid or frid == 0):
-                error = pb.Error()
-                try:
-                    error.ParseFromString(body)
-                except Exception:  # noqa: BLE001
+            kind, frid = got.kind, got.request_id
+            expected = request_kind | 0x8000
+            if isinstance(got, FrameError):
+                if kind == ERROR and isinstance(got, InvalidBody) and frid in (rid, 0):
                     return Answer("odd", kind, frid, note="ERROR frame with an unparsable body")
-                return Answer("error", kind, frid, error)
+                if frid != rid:
+                    continue
+                if kind == expected and isinstance(got, InvalidBody):
+                    return Answer("odd", kind, frid, note="answer body does not parse")
+                return Answer("odd", kind, frid, note=f"a frame the client package refuses: {got}")
+            if kind == ERROR and (frid == rid or frid == 0):
+                return Answer("error", kind, frid, got.message)
             if kind == GOODBYE and frid == 0:
                 self.goodbye = True
                 continue
             if frid != rid:
                 continue  # another request's answer, a result event
-            expected = request_kind | 0x8000
             if kind != expected:
                 return Answer("odd", kind, frid, note=f"answer kind {kind:#06x}, expected {expected:#06x}")
-            answer_type = ANSWER_TYPES.get(request_kind)
-            msg = None
-            if answer_type is not None:
-                msg = answer_type()
-                try:
-                    msg.ParseFromString(body)
-                except Exception:  # noqa: BLE001
-                    return Answer("odd", kind, frid, note="answer body does not parse")
-            return Answer("ok", kind, frid, msg)
+            return Answer("ok", kind, frid, got.message)
 
     def call(self, kind: int, message, rid: Optional[int] = None, timeout: float = 8.0, flags: int = 0,
              version: int = 1) -> Answer:
         rid = self.rid() if rid is None else rid
         try:
-            self.send(frame(kind, rid, body_of(message), flags=flags, version=version))
+            self.send(request_frame(kind, rid, message, flags=flags, version=version))
         except Closed as closed:
             return Answer("closed", note=str(closed))
         return self.wait_for(rid, kind, timeout)
@@ -1054,15 +1070,14 @@ def attack_ctl_goodbye(ctx: Context) -> Tuple[bool, str]:
         rid = conn.rid()
         held, outcome = False, "no answer and still open 5 s after GOODBYE"
         try:
-            conn.send(frame(GOODBYE, rid, body_of(pb.Goodbye(reason="bye" + bad + "x"))))
+            conn.send(encode_frame(GOODBYE, rid, pb.Goodbye(reason="bye" + bad + "x")))
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
                 got = conn.read_frame(max(0.0, deadline - time.monotonic()))
                 if got is None:
                     break
-                if got[2] == ERROR and got[3] in (rid, 0):
-                    error = pb.Error()
-                    error.ParseFromString(got[4])
+                if isinstance(got, Frame) and got.kind == ERROR and got.request_id in (rid, 0):
+                    error = got.message
                     outcome = f"ERROR {code_name(error.code)}"
                     if code_name(error.code) == "INVALID_ARGUMENT":
                         closed, why = closes_soon(conn)
@@ -1170,13 +1185,13 @@ def attack_reserved_flags(ctx: Context) -> Tuple[bool, str]:
     conn = fresh(ctx)
     for flags in (0x02, 0x04, 0x80, 0xFE, 0x03, 0xFF):
         rid = conn.rid()
-        conn = raw_case(ctx, tally, conn, f"ping flags={flags:#04x}", frame(PING, rid, body_of(pb.Ping(nonce=1)),
+        conn = raw_case(ctx, tally, conn, f"ping flags={flags:#04x}", request_frame(PING, rid, pb.Ping(nonce=1),
                         flags=flags), rid, PING, ["BAD_FRAME"])
     conn.close()
     conn = fresh(ctx, hello=False)
     conn = raw_case(ctx, tally, conn, "hello flags=0x40 (before HELLO)",
-                    frame(HELLO, 1, body_of(pb.Hello(min_version=1, max_version=1, tenant=ctx.args.tenant,
-                                                       credential=ctx.args.credential)), flags=0x40),
+                    request_frame(HELLO, 1, pb.Hello(min_version=1, max_version=1, tenant=ctx.args.tenant,
+                                                     credential=ctx.args.credential), flags=0x40),
                     1, HELLO, ["BAD_FRAME"], usable_after=False)
     conn.close()
     return tally.result("frames")
@@ -1187,14 +1202,14 @@ def attack_wrong_version(ctx: Context) -> Tuple[bool, str]:
     conn = fresh(ctx)
     for version in (0, 2, 0x7F, 0xFF):
         rid = conn.rid()
-        conn = raw_case(ctx, tally, conn, f"ping version={version}", frame(PING, rid, body_of(pb.Ping(nonce=1)),
+        conn = raw_case(ctx, tally, conn, f"ping version={version}", request_frame(PING, rid, pb.Ping(nonce=1),
                         version=version), rid, PING, ["UNSUPPORTED_VERSION"])
     conn.close()
     # Before HELLO: a HELLO frame of version 2 is refused and skipped; a proper HELLO still works after it.
     conn = fresh(ctx, hello=False)
-    hello = body_of(pb.Hello(min_version=1, max_version=2, tenant=ctx.args.tenant, credential=ctx.args.credential))
+    hello = pb.Hello(min_version=1, max_version=2, tenant=ctx.args.tenant, credential=ctx.args.credential)
     try:
-        conn.send(frame(HELLO, 1, hello, version=2))
+        conn.send(request_frame(HELLO, 1, hello, version=2))
         answer = conn.wait_for(1, HELLO, 8)
     except Closed as closed:
         answer = Answer("closed", note=str(closed))
@@ -1271,10 +1286,10 @@ def attack_empty_bodies(ctx: Context) -> Tuple[bool, str]:
 def attack_one_byte_writes(ctx: Context) -> Tuple[bool, str]:
     tally = Tally()
     conn = Conn(ctx.relay.address, nodelay=True)
-    hello = frame(HELLO, 1, body_of(pb.Hello(min_version=1, max_version=1, tenant=ctx.args.tenant,
-                                               credential=ctx.args.credential, client_name="one-byte")))
-    stream = hello + frame(PING, 2, body_of(pb.Ping(nonce=77))) + frame(LIST_DEVICES, 3, body_of(pb.ListDevices(
-        user_id=USER1))) + frame(PING, 4, b"")
+    hello = encode_frame(HELLO, 1, pb.Hello(min_version=1, max_version=1, tenant=ctx.args.tenant,
+                                            credential=ctx.args.credential, client_name="one-byte"))
+    stream = hello + encode_frame(PING, 2, pb.Ping(nonce=77)) + encode_frame(LIST_DEVICES, 3, pb.ListDevices(
+        user_id=USER1)) + encode_frame(PING, 4, pb.Ping())
     try:
         for index in range(len(stream)):
             conn.send(stream[index:index + 1])
@@ -1317,7 +1332,7 @@ def attack_request_id_zero(ctx: Context) -> Tuple[bool, str]:
     tally = Tally()
     conn = fresh(ctx)
     for kind, body in ((PING, pb.Ping(nonce=3)), (LIST_DEVICES, pb.ListDevices(user_id=USER1)), (SEND, base_send(ctx))):
-        conn = raw_case(ctx, tally, conn, f"{KIND_NAMES[kind]} request id 0", frame(kind, 0, body_of(body)), 0, kind,
+        conn = raw_case(ctx, tally, conn, f"{KIND_NAMES[kind]} request id 0", encode_frame(kind, 0, body), 0, kind,
                         ["INVALID_ARGUMENT"])
     conn.close()
     return tally.result("frames")
@@ -1385,9 +1400,7 @@ def skippable(payload: bytes, declared: Optional[int] = None, magic_low: int = 0
 
 
 def zstd_selftest() -> str:
-    """Cross-checks the hand-made honest frame with the zstandard package (when installed)."""
-    if zstandard is None:
-        return "zstandard not installed: hand-made frames not cross-checked"
+    """Cross-checks the hand-made honest frame with the zstandard package."""
     content = body_of(pb.Ping(nonce=4242))
     made = honest_zstd(content)
     if zstandard.ZstdDecompressor().decompress(made) != content:
@@ -1401,11 +1414,10 @@ def zstd_attack(variants):
     def attack(ctx: Context) -> Tuple[bool, str]:
         tally = Tally()
         conn = fresh(ctx)
-        # Control: an honest compressed PING is answered.
+        # Control: an honest compressed PING (the package's) is answered.
         rid = conn.rid()
         conn = raw_case(ctx, tally, conn, "honest zstd PING (control)",
-                        frame(PING, rid, honest_zstd(body_of(pb.Ping(nonce=9))), flags=FLAG_ZSTD), rid, PING, [],
-                        ok=True)
+                        encode_frame(PING, rid, pb.Ping(nonce=9), compress=True), rid, PING, [], ok=True)
         for label, body, kind in variants(ctx):
             rid = conn.rid()
             conn = raw_case(ctx, tally, conn, label, frame(kind, rid, body, flags=FLAG_ZSTD), rid, kind,
@@ -1546,7 +1558,7 @@ def flood_attack(total_bytes: int, with_hello: bool, max_seconds: float):
                 return False, f"HELLO -> {answer}"
         relay_port = ctx.relay.address[1]
         client_port = conn.sock.getsockname()[1]
-        one = frame(PING, 7, body_of(pb.Ping(nonce=UINT64_MAX)))
+        one = encode_frame(PING, 7, pb.Ping(nonce=UINT64_MAX))
         chunk = one * (MIB // len(one))
         view = memoryview(chunk)
         probe = Prober(ctx)
@@ -1712,11 +1724,11 @@ def pipelined(ctx: Context, frames: List[bytes], timeout: float) -> Tuple[Dict[s
         if got is None:
             problem = f"{len(frames) - sum(outcomes.values())} answers missing after {timeout:g}s"
             break
-        _version, _flags, kind, _rid, body = got
         outcome = "ok"
-        if kind == ERROR:
-            error = pb.Error()
-            error.ParseFromString(body)
+        if isinstance(got, FrameError):
+            outcome = f"unreadable ({got})"
+        elif got.kind == ERROR:
+            error = got.message
             outcome = code_name(error.code) + (f" ({error.field})" if error.field else "")
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
     writer_sock.close()
@@ -1813,7 +1825,8 @@ def inflating_pings(ctx: Context) -> List[List[bytes]]:
 def loc_args_bombs(ctx: Context) -> List[List[bytes]]:
     """64 SENDs of 2.1 million empty loc_args in about 400 bytes of zstd (refused for their ratio), and 8 of
     500,000 sent as they are (1 MB each: refused at the 257th entry, before decoding)."""
-    compressed = zstandard.ZstdCompressor().compress(loc_args_body(2_100_000)) if zstandard else b""
+    # By hand: the package's encode_frame would send this body uncompressed, as it inflates beyond the ratio.
+    compressed = zstandard.ZstdCompressor().compress(loc_args_body(2_100_000))
     plain = loc_args_body(500_000)
     return [frames_of(SEND, [compressed] * 64), frames_of(SEND, [plain] * 8, flags=0)]
 
@@ -1868,17 +1881,14 @@ def attack_revoke(ctx: Context) -> Tuple[bool, str]:
         try:
             for kind, message in ((PING, pb.Ping(nonce=5)), (LIST_DEVICES, pb.ListDevices(user_id=USER1))):
                 rid = conn.rid()
-                conn.send(frame(kind, rid, body_of(message)))
+                conn.send(encode_frame(kind, rid, message))
             deadline = time.monotonic() + 0.2
             while time.monotonic() < deadline:
                 got = conn.read_frame(max(0.0, deadline - time.monotonic()))
                 if got is None:
                     break
-                _v, _f, kind, rid, body = got
-                if kind == ERROR:
-                    error = pb.Error()
-                    error.ParseFromString(body)
-                    if code_name(error.code) == "AUTHENTICATION_FAILED" and refused_at is None:
+                if isinstance(got, Frame) and got.kind == ERROR:
+                    if code_name(got.message.code) == "AUTHENTICATION_FAILED" and refused_at is None:
                         refused_at = time.monotonic()
                 elif revoked_at is not None and refused_at is None:
                     answered_after += 1

@@ -21,7 +21,7 @@ public enum APNsCredential: Sendable {
 public enum APNsBackPressure: Sendable, Hashable {
     /// Wait until the wait queue has room (the caller is suspended; the pool's memory stays bounded).
     case wait
-    /// Fail at once with ``APNsPoolError/queueFull``.
+    /// Fail at once with ``APNsPoolError/queueFull(capacity:)``.
     case failFast
 }
 

@@ -94,43 +94,117 @@ public struct APNsNotification: Sendable {
     }
 }
 
-/// Why a notification was refused before anything was sent.
-public enum APNsValidationError: Error, Sendable, Hashable, CustomStringConvertible {
+/// Why a notification was refused before anything was sent: a ``code`` to act on, the details the code has, and a
+/// sentence for people.
+///
+/// A struct rather than an enum, in the manner of postgres-nio's `PSQLError`, so that a new code is not a breaking
+/// change: compare ``code`` (`error.code == .emptyTopic`) instead of matching cases.
+public struct APNsValidationError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong with the notification.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: String, Hashable, Sendable {
+            case emptyDeviceToken, deviceTokenOddLength, deviceTokenNotHex, emptyTopic, emptyPayload
+            case payloadNotJSONObject, payloadTooLarge, priorityNotAllowed, collapseIDTooLong, negativeExpiration
+        }
+
+        let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
+        /// The device token is empty.
+        public static let emptyDeviceToken = Code(.emptyDeviceToken)
+        /// The device token has an odd number of hex digits.
+        public static let deviceTokenOddLength = Code(.deviceTokenOddLength)
+        /// The device token contains a character that is not a hex digit.
+        public static let deviceTokenNotHex = Code(.deviceTokenNotHex)
+        /// The bundle id (topic) is empty.
+        public static let emptyTopic = Code(.emptyTopic)
+        /// The payload is empty.
+        public static let emptyPayload = Code(.emptyPayload)
+        /// The payload is not a JSON object.
+        public static let payloadNotJSONObject = Code(.payloadNotJSONObject)
+        /// The payload is larger than APNs accepts for the push type.
+        public static let payloadTooLarge = Code(.payloadTooLarge)
+        /// The priority is not allowed for the push type (background requires 5).
+        public static let priorityNotAllowed = Code(.priorityNotAllowed)
+        /// `apns-collapse-id` is longer than 64 bytes.
+        public static let collapseIDTooLong = Code(.collapseIDTooLong)
+        /// `apns-expiration` is negative.
+        public static let negativeExpiration = Code(.negativeExpiration)
+
+        /// The code's name (`emptyTopic`).
+        public var description: String { base.rawValue }
+    }
+
+    /// What is wrong with the notification.
+    public var code: Code
+    /// The length at fault: the device token's hex digits (``Code/deviceTokenOddLength``), the payload's bytes
+    /// (``Code/payloadTooLarge``) or the collapse id's bytes (``Code/collapseIDTooLong``).
+    public var length: Int?
+    /// With ``Code/payloadTooLarge``: the most bytes the push type allows.
+    public var limit: Int?
+    /// With ``Code/priorityNotAllowed``: the push type.
+    public var pushType: APNsPushType?
+    /// With ``Code/priorityNotAllowed``: the priority it does not allow.
+    public var priority: APNsPriority?
+    /// With ``Code/negativeExpiration``: the expiration.
+    public var expiration: Int64?
+
+    private init(
+        _ code: Code, length: Int? = nil, limit: Int? = nil, pushType: APNsPushType? = nil,
+        priority: APNsPriority? = nil, expiration: Int64? = nil
+    ) {
+        self.code = code
+        self.length = length
+        self.limit = limit
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+    }
+
     /// The device token is empty.
-    case emptyDeviceToken
-    /// The device token has an odd number of hex digits.
-    case deviceTokenOddLength(Int)
+    public static let emptyDeviceToken = Self(.emptyDeviceToken)
+    /// The device token has `digits` hex digits, an odd number.
+    public static func deviceTokenOddLength(_ digits: Int) -> Self { Self(.deviceTokenOddLength, length: digits) }
     /// The device token contains a character that is not a hex digit.
-    case deviceTokenNotHex
+    public static let deviceTokenNotHex = Self(.deviceTokenNotHex)
     /// The bundle id (topic) is empty.
-    case emptyTopic
+    public static let emptyTopic = Self(.emptyTopic)
     /// The payload is empty.
-    case emptyPayload
+    public static let emptyPayload = Self(.emptyPayload)
     /// The payload is not a JSON object.
-    case payloadNotJSONObject
-    /// The payload is larger than APNs accepts for the push type.
-    case payloadTooLarge(size: Int, limit: Int)
-    /// The priority is not allowed for the push type (background requires 5).
-    case priorityNotAllowed(pushType: APNsPushType, priority: APNsPriority)
-    /// `apns-collapse-id` is longer than 64 bytes.
-    case collapseIDTooLong(bytes: Int)
-    /// `apns-expiration` is negative.
-    case negativeExpiration(Int64)
+    public static let payloadNotJSONObject = Self(.payloadNotJSONObject)
+    /// The payload is `size` bytes, more than the push type's `limit`.
+    public static func payloadTooLarge(size: Int, limit: Int) -> Self {
+        Self(.payloadTooLarge, length: size, limit: limit)
+    }
+    /// `priority` is not allowed for `pushType` (background requires 5).
+    public static func priorityNotAllowed(pushType: APNsPushType, priority: APNsPriority) -> Self {
+        Self(.priorityNotAllowed, pushType: pushType, priority: priority)
+    }
+    /// `apns-collapse-id` is `bytes` long, more than 64.
+    public static func collapseIDTooLong(bytes: Int) -> Self { Self(.collapseIDTooLong, length: bytes) }
+    /// `apns-expiration` is `expiration`, a negative number.
+    public static func negativeExpiration(_ expiration: Int64) -> Self {
+        Self(.negativeExpiration, expiration: expiration)
+    }
 
     /// A sentence saying what is wrong.
     public var description: String {
-        switch self {
+        switch code.base {
         case .emptyDeviceToken: "device token is empty"
-        case .deviceTokenOddLength(let n): "device token has \(n) hex digits; it must have an even number"
+        case .deviceTokenOddLength: "device token has \(length ?? 0) hex digits; it must have an even number"
         case .deviceTokenNotHex: "device token must contain only hex digits 0-9 a-f"
         case .emptyTopic: "bundle id (topic) is empty"
         case .emptyPayload: "payload is empty"
         case .payloadNotJSONObject: "payload is not a JSON object"
-        case .payloadTooLarge(let size, let limit): "payload is \(size) bytes; at most \(limit) are allowed"
-        case .priorityNotAllowed(let type, let priority):
-            "priority \(priority.rawValue) is not allowed for push type \(type.rawValue) (use 5)"
-        case .collapseIDTooLong(let n): "apns-collapse-id is \(n) bytes; at most 64 are allowed"
-        case .negativeExpiration(let e): "apns-expiration \(e) is negative"
+        case .payloadTooLarge: "payload is \(length ?? 0) bytes; at most \(limit ?? 0) are allowed"
+        case .priorityNotAllowed:
+            "priority \(priority?.rawValue ?? 0) is not allowed for push type \(pushType?.rawValue ?? "") (use 5)"
+        case .collapseIDTooLong: "apns-collapse-id is \(length ?? 0) bytes; at most 64 are allowed"
+        case .negativeExpiration: "apns-expiration \(expiration ?? 0) is negative"
         }
     }
 }

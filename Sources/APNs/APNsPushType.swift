@@ -101,13 +101,18 @@ public struct APNsEndpoint: Sendable, Hashable, CustomStringConvertible {
         APNsEndpoint(host: environment.host, port: alternatePort ? 2197 : 443)
     }
 
-    /// Parses `HOST:PORT` (or `[v6]:PORT`); nil when it is not of that form.
+    /// Parses `HOST:PORT` (or `[v6]:PORT`); nil when it is not of that form. The rules of the relay's `HostAndPort`,
+    /// which this module, depending on none of the relay's, cannot use: an IPv6 address stands in brackets.
     public init?(parsing text: String) {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
             (1...65535).contains(port)
         else { return nil }
         var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.hasPrefix("["), host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+        } else if host.contains(":") {
+            return nil
+        }
         guard !host.isEmpty else { return nil }
         self.init(host: host, port: port)
     }

@@ -1,30 +1,90 @@
 public import Crypto
 public import Foundation
 
-/// Why a `.p8` key, key id or team id was refused.
-public enum APNsKeyError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The file could not be read.
-    case unreadable(path: String, reason: String)
+/// Why a `.p8` key, key id or team id was refused: a ``code`` to act on, the details the code has, and a sentence for
+/// people.
+///
+/// A struct rather than an enum, in the manner of postgres-nio's `PSQLError`, so that a new code is not a breaking
+/// change: compare ``code`` (`error.code == .notPEM`) instead of matching cases.
+public struct APNsKeyError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What is wrong with the key.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: String, Hashable, Sendable {
+            case unreadable, notPEM, wrongPEMLabel, notP256, invalidIdentifier
+        }
+
+        let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
+        /// The file could not be read.
+        public static let unreadable = Code(.unreadable)
+        /// The text has no `-----BEGIN PRIVATE KEY-----` block.
+        public static let notPEM = Code(.notPEM)
+        /// The PEM block is of another kind (an EC-only key, a certificate, a public key...).
+        public static let wrongPEMLabel = Code(.wrongPEMLabel)
+        /// The block is PKCS#8 but does not hold a P-256 private key.
+        public static let notP256 = Code(.notP256)
+        /// A key id or team id is not 10 upper-case letters and digits.
+        public static let invalidIdentifier = Code(.invalidIdentifier)
+
+        /// The code's name (`notPEM`).
+        public var description: String { base.rawValue }
+    }
+
+    /// What is wrong with the key.
+    public var code: Code
+    /// With ``Code/unreadable``: the file.
+    public var path: String?
+    /// Why: the file could not be read (``Code/unreadable``), or the key is not P-256 (``Code/notP256``).
+    public var reason: String?
+    /// With ``Code/wrongPEMLabel``: the PEM block's label.
+    public var label: String?
+    /// With ``Code/invalidIdentifier``: which identifier (`key id`, `team id`).
+    public var field: String?
+    /// With ``Code/invalidIdentifier``: the identifier given.
+    public var value: String?
+
+    private init(
+        _ code: Code, path: String? = nil, reason: String? = nil, label: String? = nil, field: String? = nil,
+        value: String? = nil
+    ) {
+        self.code = code
+        self.path = path
+        self.reason = reason
+        self.label = label
+        self.field = field
+        self.value = value
+    }
+
+    /// The file at `path` could not be read, for `reason`.
+    public static func unreadable(path: String, reason: String) -> Self {
+        Self(.unreadable, path: path, reason: reason)
+    }
     /// The text has no `-----BEGIN PRIVATE KEY-----` block.
-    case notPEM
-    /// The PEM block is of another kind (an EC-only key, a certificate, a public key...).
-    case wrongPEMLabel(String)
-    /// The block is PKCS#8 but does not hold a P-256 private key.
-    case notP256(String)
-    /// A key id or team id is not 10 upper-case letters and digits.
-    case invalidIdentifier(field: String, value: String)
+    public static let notPEM = Self(.notPEM)
+    /// The PEM block is a `label` block, not a private key (an EC-only key, a certificate, a public key...).
+    public static func wrongPEMLabel(_ label: String) -> Self { Self(.wrongPEMLabel, label: label) }
+    /// The block is PKCS#8 but does not hold a P-256 private key, as `reason` says.
+    public static func notP256(_ reason: String) -> Self { Self(.notP256, reason: reason) }
+    /// The `field` (key id or team id) `value` is not 10 upper-case letters and digits.
+    public static func invalidIdentifier(field: String, value: String) -> Self {
+        Self(.invalidIdentifier, field: field, value: value)
+    }
 
     /// A sentence saying what is wrong with the key.
     public var description: String {
-        switch self {
-        case .unreadable(let path, let reason): "cannot read key file \(path): \(reason)"
+        switch code.base {
+        case .unreadable: "cannot read key file \(path ?? ""): \(reason ?? "")"
         case .notPEM:
             "key is not PEM: expected Apple's .p8 text starting with -----BEGIN PRIVATE KEY-----"
-        case .wrongPEMLabel(let label):
-            "key is a PEM '\(label)' block; an APNs .p8 key is a PKCS#8 'PRIVATE KEY' block"
-        case .notP256(let detail): "key is not a P-256 (ES256) private key: \(detail)"
-        case .invalidIdentifier(let field, let value):
-            "\(field) '\(value)' must be 10 characters of A-Z and 0-9, as Apple shows it"
+        case .wrongPEMLabel:
+            "key is a PEM '\(label ?? "")' block; an APNs .p8 key is a PKCS#8 'PRIVATE KEY' block"
+        case .notP256: "key is not a P-256 (ES256) private key: \(reason ?? "")"
+        case .invalidIdentifier:
+            "\(field ?? "") '\(value ?? "")' must be 10 characters of A-Z and 0-9, as Apple shows it"
         }
     }
 }

@@ -211,11 +211,11 @@ final class LoadTestRun: Sendable {
             logFile: options.workDirectory + "/apns-sim.log"
         )
         let port = try await process.waitFor("its port") { () -> Int? in
-            guard
-                let range = process.output().range(
-                    of: #"listening on https://[^ ]+:[0-9]+"#, options: .regularExpression)
+            // The address of the line `APNs simulator listening on https://HOST:PORT`, once the line is whole.
+            let output = process.output()
+            guard let range = output.range(of: #"(?<=listening on https://)\S+(?=\n)"#, options: .regularExpression)
             else { return nil }
-            return Int(process.output()[range].split(separator: ":").last ?? "")
+            return try? HostAndPort(parsing: String(output[range])).port
         }
         progress.finish("APNs simulator: pid \(process.pid), 127.0.0.1:\(port)")
         return Simulator(process: process, port: port, caFile: folder + "/ca.pem")
@@ -239,7 +239,7 @@ final class LoadTestRun: Sendable {
             guard let text = try? String(contentsOfFile: readyFile, encoding: .utf8) else { return nil }
             // The relay's address is the first line.
             let address = text.split(separator: "\n").first ?? ""
-            return Int(address.trimmingCharacters(in: .whitespaces).split(separator: ":").last ?? "")
+            return try? HostAndPort(parsing: address.trimmingCharacters(in: .whitespaces)).port
         }
         progress.finish("relay: pid \(process.pid), 127.0.0.1:\(port)")
         return Relay(process: process, port: port)

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import Logging
+import PushRelayProtocol
 import RelayStore
 
 /// A tenant as the run uses it: its configuration (with the run's changes), synthetic devices, key and
@@ -158,12 +159,5 @@ struct TenantSetup {
             }
         }
         return (first.key, true)
-    }
-}
-
-extension Duration {
-    /// The duration in seconds.
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }

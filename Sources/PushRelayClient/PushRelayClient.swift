@@ -5,24 +5,67 @@ import NIOSSL
 public import PushRelayProtocol
 import SwiftProtobuf
 
-/// What a ``PushRelayClient`` call can fail with.
-public enum PushRelayClientError: Error, Sendable, CustomStringConvertible {
-    /// The relay answered the request with an ERROR frame.
-    case relay(ProtocolError)
+/// What a ``PushRelayClient`` call can fail with: a ``code`` to act on, the details the code has, and a sentence for
+/// people.
+///
+/// A struct rather than an enum, in the manner of postgres-nio's `PSQLError`, so that a new code is not a breaking
+/// change: compare ``code`` (`error.code == .connectionClosed`) instead of matching cases; the relay's own error is
+/// ``relayError``.
+public struct PushRelayClientError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: String, Hashable, Sendable {
+            case relay, connectionClosed, connectFailed, protocolViolation
+        }
+
+        let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
+        /// The relay answered the request with an ERROR frame (``PushRelayClientError/relayError``).
+        public static let relay = Code(.relay)
+        /// The connection closed before the answer came; the request may or may not have taken effect.
+        public static let connectionClosed = Code(.connectionClosed)
+        /// The relay could not be reached or did not complete HELLO.
+        public static let connectFailed = Code(.connectFailed)
+        /// The relay sent something this client cannot read.
+        public static let protocolViolation = Code(.protocolViolation)
+
+        /// The code's name (`connectionClosed`).
+        public var description: String { base.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// With ``Code/relay``: the error the relay's ERROR frame carried.
+    public var relayError: ProtocolError?
+    /// With ``Code/connectFailed`` and ``Code/protocolViolation``: why.
+    public var reason: String?
+
+    private init(_ code: Code, relayError: ProtocolError? = nil, reason: String? = nil) {
+        self.code = code
+        self.relayError = relayError
+        self.reason = reason
+    }
+
+    /// The relay answered the request with an ERROR frame carrying `error`.
+    public static func relay(_ error: ProtocolError) -> Self { Self(.relay, relayError: error) }
     /// The connection closed before the answer came; the request may or may not have taken effect.
-    case connectionClosed
-    /// The relay could not be reached or did not complete HELLO.
-    case connectFailed(String)
-    /// The relay sent something this client cannot read.
-    case protocolViolation(String)
+    public static let connectionClosed = Self(.connectionClosed)
+    /// The relay could not be reached or did not complete HELLO, for `reason`.
+    public static func connectFailed(_ reason: String) -> Self { Self(.connectFailed, reason: reason) }
+    /// The relay sent something this client cannot read, as `reason` says.
+    public static func protocolViolation(_ reason: String) -> Self { Self(.protocolViolation, reason: reason) }
 
     /// The error for people.
     public var description: String {
-        switch self {
-        case .relay(let error): "relay error \(error)"
+        switch code.base {
+        case .relay: "relay error \(relayError.map { "\($0)" } ?? "")"
         case .connectionClosed: "the connection to the relay closed before the answer"
-        case .connectFailed(let reason): "cannot connect to the relay: \(reason)"
-        case .protocolViolation(let reason): "protocol violation: \(reason)"
+        case .connectFailed: "cannot connect to the relay: \(reason ?? "")"
+        case .protocolViolation: "protocol violation: \(reason ?? "")"
         }
     }
 }
@@ -280,9 +323,9 @@ public actor PushRelayClient {
             attempt += 1
             do {
                 return try await ClientConnection.open(configuration: configuration, group: group)
-            } catch PushRelayClientError.relay(let error) {
+            } catch let error as PushRelayClientError where error.code == .relay {
                 // A refused HELLO (wrong credential, version) does not get better by retrying.
-                throw PushRelayClientError.relay(error)
+                throw error
             } catch {
                 guard configuration.reconnect, attempt < 6 else { throw error }
                 let jittered = delay * Double.random(in: 0.5...1.0)

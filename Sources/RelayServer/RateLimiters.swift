@@ -1,3 +1,4 @@
+import PushRelayProtocol
 package import RelayStore
 import Synchronization
 
@@ -263,8 +264,6 @@ package final class TenantPacer: Sendable {
 
     /// The burst allowed at `rate`: ``burstWindow`` worth of it, at least 1.
     func burstSize(rate: Int) -> Int {
-        let (seconds, attoseconds) = burstWindow.components
-        let window = Double(seconds) + Double(attoseconds) / 1e18
-        return max(1, Int(Double(rate) * window))
+        max(1, Int(Double(rate) * burstWindow.seconds))
     }
 }

@@ -155,8 +155,7 @@ extension RelayStore.Configuration {
                 host: postgres.host ?? "localhost", port: postgres.port ?? 5432, username: postgres.username,
                 password: postgres.password, database: postgres.database, tls: tls)
         }
-        connection.options.connectTimeout = .nanoseconds(
-            timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        connection.options.connectTimeout = TimeAmount(timeout)
         return connection
     }
 }

@@ -520,39 +520,31 @@ private struct TenantFileParser {
     }
 }
 
-/// A YAML mapping whose keys are checked: strings, no duplicates, and (when `allowed` is given) known.
+/// A mapping of a tenant file whose keys are checked (``YAMLMapping``), read by key path.
 private struct MappingReader {
-    struct Entry {
-        var key: String
-        var keyNode: Node
-        var value: Node
-    }
-
     let prefix: String?
-    let entries: [Entry]
+    let entries: [YAMLMapping.Entry]
 
     init(_ node: Node, path: String?, parser: TenantFileParser, allowed: [String]?) throws(TenantFileError) {
-        guard case .mapping(let mapping) = node else {
-            throw parser.error(node, path, "expected a mapping (key: value lines)")
+        func refusal(_ line: Int?, _ key: String?, _ message: String) -> TenantFileError {
+            TenantFileError(file: parser.file, line: line, key: key, message: message)
+        }
+        func keyPath(_ key: String) -> String { path.map { "\($0).\(key)" } ?? key }
+        do {
+            entries = try YAMLMapping(node, allowedKeys: allowed).entries
+        } catch {
+            switch error {
+            case .notMapping:
+                throw parser.error(node, path, "expected a mapping (key: value lines)")
+            case .keyNotString(_, let line):
+                throw refusal(line, path, "keys must be plain strings")
+            case .duplicateKey(let key, let line):
+                throw refusal(line, keyPath(key), "duplicate key")
+            case .unknownKey(let key, let line, let allowed):
+                throw refusal(line, keyPath(key), "unknown key (allowed here: \(allowed.joined(separator: ", ")))")
+            }
         }
         prefix = path
-        var entries: [Entry] = []
-        var seen = Set<String>()
-        for (keyNode, value) in mapping {
-            guard case .scalar(let scalar) = keyNode else {
-                throw parser.error(keyNode, path, "keys must be plain strings")
-            }
-            let key = scalar.string
-            let keyPath = path.map { "\($0).\(key)" } ?? key
-            guard seen.insert(key).inserted else {
-                throw parser.error(keyNode, keyPath, "duplicate key")
-            }
-            if let allowed, !allowed.contains(key) {
-                throw parser.error(keyNode, keyPath, "unknown key (allowed here: \(allowed.joined(separator: ", ")))")
-            }
-            entries.append(Entry(key: key, keyNode: keyNode, value: value))
-        }
-        self.entries = entries
         self.mark = node.mark
         self.parser = parser
         self.node = node

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import PushRelayProtocol
 
 /// `pushrelay apns push`: sends notifications straight through an APNs pool and counts the outcomes.
 struct APNsPushCommand: AsyncParsableCommand {
@@ -69,10 +70,13 @@ struct APNsPushCommand: AsyncParsableCommand {
         let credential = try makeCredential()
         let target: APNsEndpoint
         if let endpoint {
-            guard let parsed = APNsEndpoint(parsing: endpoint) else {
-                throw ValidationError("--endpoint must be HOST:PORT, got '\(endpoint)'")
+            let parsed: HostAndPort
+            do {
+                parsed = try HostAndPort(parsing: endpoint)
+            } catch {
+                throw ValidationError("--endpoint must be HOST:PORT, got '\(endpoint)': \(error.reason)")
             }
-            target = parsed
+            target = APNsEndpoint(host: parsed.host, port: parsed.port)
         } else {
             target = .apple(environment, alternatePort: alternatePort)
         }
@@ -121,7 +125,7 @@ struct APNsPushCommand: AsyncParsableCommand {
         await pool.shutdown()
         try await group.shutdownGracefully()
 
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         for (key, value) in tally.sorted(by: { $0.key < $1.key }) {
             print("\(key.padding(toLength: 44, withPad: " ", startingAt: 0)) \(value)")
         }

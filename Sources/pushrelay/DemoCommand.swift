@@ -6,6 +6,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import PushRelayProtocol
 import RelayStore
 import Synchronization
 
@@ -102,7 +103,7 @@ struct DemoCommand: AsyncParsableCommand {
             records.withLock { $0.append(record) }
         }
         let elapsed = ContinuousClock.now - started
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         print(
             "fan-out of \(count) in \(String(format: "%.2f", seconds)) s "
                 + "(\(Int(Double(count) / seconds)) notifications/s, simulator in the same process):"

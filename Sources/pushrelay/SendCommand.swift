@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import PushRelayClient
 import PushRelayProtocol
-import RelayServer
 
 /// `pushrelay send`: one notification through a running relay, over the wire protocol. For operators and
 /// cron jobs (anky's 05:30 UTC prompt is `30 5 * * * pushrelay send --tenant anky --type daily_prompt ...`).
@@ -70,8 +69,11 @@ struct SendCommand: AsyncParsableCommand {
     var wait = false
 
     func run() async throws {
-        guard let address = ServeSettings.hostAndPort(relay) else {
-            throw Failure(message: "--relay must be host:port")
+        let address: HostAndPort
+        do {
+            address = try HostAndPort(parsing: relay)
+        } catch {
+            throw Failure(message: "--relay must be host:port, not \(relay): \(error.reason)")
         }
         guard let credential = credential ?? ProcessInfo.processInfo.environment["PUSHRELAY_CREDENTIAL"] else {
             throw Failure(message: "give --credential or set PUSHRELAY_CREDENTIAL")

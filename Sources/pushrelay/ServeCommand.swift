@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import NIOPosix
+import PushRelayProtocol
 import RelayServer
 import RelayStore
 
@@ -250,10 +251,10 @@ extension ServeSettings {
     /// Logs the relay's addresses and writes the ready file. Logged, not printed: standard output is
     /// block-buffered when it is a file or a journal, and these lines matter at start, not at exit.
     private func announce(_ relay: Relay, logger: Logger) throws {
-        let address = "\(relay.listener.host):\(relay.listener.port)"
+        let address = HostAndPort(host: relay.listener.host, port: relay.listener.port).description
         logger.notice(
             "pushrelay: listening", metadata: ["address": "\(address)", "version": "\(RelayVersion.current)"])
-        let operatorAddress = relay.operatorServer.map { "\($0.host):\($0.port)" }
+        let operatorAddress = relay.operatorServer.map { HostAndPort(host: $0.host, port: $0.port).description }
         if let operatorAddress {
             logger.notice("pushrelay: metrics and health", metadata: ["address": "http://\(operatorAddress)"])
         }

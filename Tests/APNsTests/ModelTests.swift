@@ -109,6 +109,7 @@ struct ValidationTests {
         #expect(APNsEndpoint(parsing: "[::1]:2197") == APNsEndpoint(host: "::1", port: 2197))
         #expect(APNsEndpoint(parsing: "nohost") == nil)
         #expect(APNsEndpoint(parsing: "host:99999") == nil)
+        #expect(APNsEndpoint(parsing: "::1:2197") == nil)
     }
 }
 
@@ -220,7 +221,7 @@ struct ProviderTokenTests {
         #expect {
             try APNsSigningKey(pem: p384, keyID: Self.keyID, teamID: Self.teamID)
         } throws: { error in
-            guard case .notP256 = error as? APNsKeyError else { return false }
+            guard (error as? APNsKeyError)?.code == .notP256 else { return false }
             return "\(error)".contains("P-256")
         }
         let good = P256.Signing.PrivateKey().pemRepresentation
@@ -230,8 +231,8 @@ struct ProviderTokenTests {
         #expect {
             try APNsSigningKey(p8File: "/nonexistent/AuthKey.p8", keyID: Self.keyID, teamID: Self.teamID)
         } throws: { error in
-            guard case .unreadable(let path, _) = error as? APNsKeyError else { return false }
-            return path == "/nonexistent/AuthKey.p8"
+            guard let error = error as? APNsKeyError, error.code == .unreadable else { return false }
+            return error.path == "/nonexistent/AuthKey.p8"
         }
     }
 

@@ -148,9 +148,9 @@ extension RelayServerSuites {
                         _ = try await client.notificationTypes()
                         codes.append(nil)
                     } catch {
-                        if case .relay(let error) = error {
-                            codes.append(error.code)
-                            retryAfter = max(retryAfter, error.retryAfterMilliseconds)
+                        if let refusal = error.relayError {
+                            codes.append(refusal.code)
+                            retryAfter = max(retryAfter, refusal.retryAfterMilliseconds)
                         }
                     }
                 }

@@ -107,8 +107,7 @@ import Testing
             await #expect {
                 try await client.ping(nonce: 7)
             } throws: { error in
-                guard case .connectionClosed = error as? PushRelayClientError else { return false }
-                return true
+                (error as? PushRelayClientError)?.code == .connectionClosed
             }
             #expect(relay.connections.load(ordering: .relaxed) == 1)
             // The next request goes on a new connection.

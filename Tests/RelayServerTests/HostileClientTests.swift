@@ -351,8 +351,8 @@ func fieldError(_ call: () async throws -> some Any) async -> String? {
         _ = try await call()
         return nil
     } catch let error as PushRelayClientError {
-        guard case .relay(let error) = error, error.code == .invalidArgument else { return nil }
-        return error.field
+        guard let refusal = error.relayError, refusal.code == .invalidArgument else { return nil }
+        return refusal.field
     } catch {
         return nil
     }

@@ -96,7 +96,7 @@ extension RelayServerSuites {
                     _ = try await client.send(send)
                     Issue.record("a send no key can serve was accepted")
                 } catch let error as PushRelayClientError {
-                    guard case .relay(let refusal) = error else { throw error }
+                    guard let refusal = error.relayError else { throw error }
                     #expect(refusal.code == .noProviderKey)
                     #expect(refusal.message.contains("anky") && refusal.message.contains("admin key add"))
                 }

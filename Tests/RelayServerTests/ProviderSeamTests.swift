@@ -282,8 +282,7 @@ func relayError(_ call: () async throws -> some Any) async -> ProtocolError? {
         _ = try await call()
         return nil
     } catch let error as PushRelayClientError {
-        if case .relay(let error) = error { return error }
-        return nil
+        return error.relayError
     } catch {
         return nil
     }

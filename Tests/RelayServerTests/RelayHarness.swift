@@ -297,8 +297,7 @@ func errorCode(_ call: () async throws -> some Any) async -> Pushrelay_V1_ErrorC
         _ = try await call()
         return nil
     } catch let error as PushRelayClientError {
-        if case .relay(let error) = error { return error.code }
-        return .unspecified
+        return error.relayError?.code ?? .unspecified
     } catch {
         return .unspecified
     }

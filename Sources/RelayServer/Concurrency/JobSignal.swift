@@ -44,7 +44,7 @@ final class JobSignal: Sendable {
                 state.waiters[jobID, default: [:]][state.nextID] = Waiter(continuation: continuation)
                 return state.nextID
             }
-            let scheduled = eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
+            let scheduled = eventLoop.scheduleTask(in: TimeAmount(timeout)) {
                 self.timeOut(jobID, id)
             }
             let stillWaiting = state.withLock { state in

@@ -1,5 +1,6 @@
 import Foundation
 import Metrics
+import NIOCore
 import PushRelayProtocol
 import RelayStore
 
@@ -136,8 +137,7 @@ enum RelayMetrics {
         guard !durations.isEmpty else { return }
         let timer = Metrics.Timer(label: apnsLatencyLabel)
         for duration in durations {
-            let (seconds, attoseconds) = duration.components
-            timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+            timer.recordNanoseconds(TimeAmount(duration).nanoseconds)
         }
     }
 

@@ -1,7 +1,7 @@
 import APNs
 import Foundation
 import NIOSSL
-import PushRelayProtocol
+package import PushRelayProtocol
 package import RelayStore
 
 extension ServeSettings {
@@ -21,12 +21,9 @@ extension ServeSettings {
     }
 
     /// The operator port's host and port, or `nil` when ``metricsListen`` is `""`.
-    package func operatorAddress() throws(ServeSettingsError) -> (host: String, port: Int)? {
+    package func operatorAddress() throws(ServeSettingsError) -> HostAndPort? {
         guard !metricsListen.isEmpty else { return nil }
-        guard let address = Self.hostAndPort(metricsListen) else {
-            throw ServeSettingsError("metrics listen must be host:port or \"\", not \(metricsListen)")
-        }
-        return address
+        return try Self.address(metricsListen, of: "metrics listen", or: " or \"\"", allowingPortZero: true)
     }
 
     /// The master key from ``masterKeyFile`` or `PUSHRELAY_MASTER_KEY`; `nil` when neither gives one.
@@ -52,10 +49,8 @@ extension ServeSettings {
         var target = APNsTarget(
             connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: maxConnectionsPerPool)
         if let apnsEndpoint {
-            guard let endpoint = APNsEndpoint(parsing: apnsEndpoint) else {
-                throw ServeSettingsError("apns endpoint must be host:port, not \(apnsEndpoint)")
-            }
-            target.endpointOverride = endpoint
+            let endpoint = try Self.address(apnsEndpoint, of: "apns endpoint")
+            target.endpointOverride = APNsEndpoint(host: endpoint.host, port: endpoint.port)
             target.caFile = apnsCA
         }
         return target
@@ -63,9 +58,7 @@ extension ServeSettings {
 
     /// The listener's configuration: address, limits, timeouts and TLS.
     private func serverConfiguration() throws(ServeSettingsError) -> RelayListenerConfiguration {
-        guard let endpoint = Self.hostAndPort(listen) else {
-            throw ServeSettingsError("listen must be host:port, not \(listen)")
-        }
+        let endpoint = try Self.address(listen, of: "listen", allowingPortZero: true)
         var configuration = RelayListenerConfiguration(
             host: endpoint.host, port: endpoint.port,
             limits: ProtocolLimits(
@@ -100,12 +93,15 @@ extension ServeSettings {
         return configuration
     }
 
-    /// `text` as host and port (`host:port`, the port 0–65535), or `nil`: how every address setting and flag
-    /// of `pushrelay` is read.
-    package static func hostAndPort(_ text: String) -> (host: String, port: Int)? {
-        guard let colon = text.lastIndex(of: ":"), colon > text.startIndex,
-            let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
-        else { return nil }
-        return (String(text[..<colon]), port)
+    /// `text`, the setting `name`, as host and port (``HostAndPort``); `alternative` is what else the setting may
+    /// be, for the message.
+    private static func address(
+        _ text: String, of name: String, or alternative: String = "", allowingPortZero: Bool = false
+    ) throws(ServeSettingsError) -> HostAndPort {
+        do {
+            return try HostAndPort(parsing: text, allowingPortZero: allowingPortZero)
+        } catch {
+            throw ServeSettingsError("\(name) must be host:port\(alternative), not \(text): \(error.reason)")
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import RelayStore
 import Yams
 
 /// Every setting of `pushrelay serve`. Each comes from, in this order of precedence: its command-line flag,
@@ -161,24 +162,28 @@ package struct ServeSettings: Sendable, Equatable {
             throw ServeSettingsError("\(source): not valid YAML (\(error))")
         }
         guard let node else { return [:] }
-        guard let mapping = node.mapping else {
-            throw ServeSettingsError("\(source): the file must be a mapping of setting names to values")
-        }
-        let known = Set(all.map(\.key))
-        var values: [String: String] = [:]
-        for (keyNode, valueNode) in mapping {
-            let line = keyNode.mark.map { ":\($0.line)" } ?? ""
-            guard let key = keyNode.string, known.contains(key) else {
+        func place(_ line: Int?) -> String { source + (line.map { ":\($0)" } ?? "") }
+        let mapping: YAMLMapping
+        do {
+            mapping = try YAMLMapping(node, allowedKeys: all.map(\.key))
+        } catch {
+            switch error {
+            case .notMapping:
+                throw ServeSettingsError("\(source): the file must be a mapping of setting names to values")
+            case .keyNotString(let key, let line), .unknownKey(let key, let line, _):
                 throw ServeSettingsError(
-                    "\(source)\(line): unknown key '\(keyNode.string ?? "\(keyNode)")'; the keys are "
-                        + all.map(\.key).joined(separator: ", ")
-                )
+                    "\(place(line)): unknown key '\(key)'; the keys are " + all.map(\.key).joined(separator: ", "))
+            case .duplicateKey(let key, let line):
+                throw ServeSettingsError("\(place(line)): \(key) is given twice")
             }
-            guard let scalar = valueNode.scalar else {
-                throw ServeSettingsError("\(source)\(line): \(key) must be a single value")
+        }
+        var values: [String: String] = [:]
+        for entry in mapping.entries {
+            guard let scalar = entry.value.scalar else {
+                throw ServeSettingsError("\(place(entry.keyNode.mark?.line)): \(entry.key) must be a single value")
             }
-            if valueNode.tag.rawValue == Tag.Name.null.rawValue { continue }
-            values[key] = scalar.string
+            if entry.value.tag.rawValue == Tag.Name.null.rawValue { continue }
+            values[entry.key] = scalar.string
         }
         return values
     }

@@ -53,7 +53,7 @@ final class APNsProviderPool: ProviderPool {
                 retryAfter: nil, attempts: report.attempts, hold: hold(of: report))
         case .failure(let error as APNsPoolError):
             return ProviderReport(
-                outcome: .retryLater, reason: "\(error)", attempts: 0, hold: .outage(reason: error.code))
+                outcome: .retryLater, reason: "\(error)", attempts: 0, hold: .outage(reason: error.code.description))
         case .failure(let error):
             return ProviderReport(outcome: .configurationFault, reason: "\(error)", attempts: 0)
         }

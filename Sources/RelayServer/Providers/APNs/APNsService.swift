@@ -49,7 +49,7 @@ struct APNsService: PushService {
         } catch {
             await pool.shutdown(gracePeriod: .zero)
             throw PoolUnavailable(
-                reason: (error as? APNsPoolError)?.code ?? "connect_failed",
+                reason: (error as? APNsPoolError)?.code.description ?? "connect_failed",
                 message: "APNs pool for \(tenant) (\(environment.rawValue)): \(error)", isConfiguration: false)
         }
         logger.info("APNs pool warm", metadata: ["key_id": "\(signingKey.keyID)"])
