@@ -58,25 +58,25 @@ struct SessionStateMachine {
     /// The session's settings.
     let configuration: Configuration
     /// Where the session is in its life.
-    private(set) var state = State.awaitingHello
+    var state = State.awaitingHello
     /// What holds the socket unread.
-    private(set) var reading = Reading()
+    var reading = Reading()
     /// The requests in flight.
-    private(set) var requests = SessionRequests()
+    var requests = SessionRequests()
     /// The results-stream subscriptions.
-    private(set) var subscriptions = SessionSubscriptions()
+    var subscriptions = SessionSubscriptions()
     /// The armed timers' deadlines.
-    private var deadlines: [SessionTimer: NIODeadline] = [:]
+    var deadlines: [SessionTimer: NIODeadline] = [:]
     /// When the last frame came (refused and unreadable frames do not count).
-    private var lastActivity = NIODeadline.uptimeNanoseconds(0)
+    var lastActivity = NIODeadline.uptimeNanoseconds(0)
     /// A check of the rights runs: the next one is not started before it ends.
-    private var checkingRights = false
+    var checkingRights = false
     /// Bytes taken for the frame being handled, until it becomes a request in flight (or they are given back).
-    private var admittedBytes = 0
+    var admittedBytes = 0
     /// The credential's key in the request limit: its tenant and id, never the secret.
-    private var limiterKey = ""
+    var limiterKey = ""
     /// The tenant whose connection this is once its HELLO was admitted (given back when it closes).
-    private var admittedTenant: String?
+    var admittedTenant: String?
 
     /// A session that has not connected yet.
     init(configuration: Configuration) {
@@ -232,7 +232,7 @@ struct SessionStateMachine {
     }
 
     /// No HELLO accepted in time: `HELLO_REQUIRED` on request id 0, and the connection closes.
-    private mutating func helloDeadlinePassed() -> [SessionAction] {
+    mutating func helloDeadlinePassed() -> [SessionAction] {
         switch state {
         case .awaitingHello, .authenticating:
             let error = ProtocolError(.helloRequired, "no HELLO within the deadline; the connection closes")
@@ -244,7 +244,7 @@ struct SessionStateMachine {
 
     /// GOODBYE and close when no frame came for the idle timeout; else the deadline moves to the idle timeout after
     /// the last frame.
-    private mutating func idleDeadlinePassed(now: NIODeadline) -> [SessionAction] {
+    mutating func idleDeadlinePassed(now: NIODeadline) -> [SessionAction] {
         guard case .open = state, let timeout = configuration.idleTimeout else { return [] }
         let due = lastActivity + timeout
         guard now >= due else { return [arm(.idle, at: due)] }
@@ -252,7 +252,7 @@ struct SessionStateMachine {
     }
 
     /// Checks the rights again (unless the last check is still running), and arms the next check.
-    private mutating func rightsCheckDue(now: NIODeadline) -> [SessionAction] {
+    mutating func rightsCheckDue(now: NIODeadline) -> [SessionAction] {
         guard case .open(let credential) = state else { return [] }
         var actions = [arm(.rights, at: now + configuration.rightsCheckInterval)]
         if !checkingRights {
@@ -271,13 +271,13 @@ struct SessionStateMachine {
     }
 
     /// Arms `timer` for `deadline`.
-    private mutating func arm(_ timer: SessionTimer, at deadline: NIODeadline) -> SessionAction {
+    mutating func arm(_ timer: SessionTimer, at deadline: NIODeadline) -> SessionAction {
         deadlines[timer] = deadline
         return .scheduleTimer(timer, at: deadline)
     }
 
     /// Disarms `timer`; `nil` when it was not armed.
-    private mutating func disarm(_ timer: SessionTimer) -> SessionAction? {
+    mutating func disarm(_ timer: SessionTimer) -> SessionAction? {
         deadlines.removeValue(forKey: timer).map { _ in .cancelTimer(timer) }
     }
 
@@ -285,7 +285,7 @@ struct SessionStateMachine {
 
     /// Takes the HELLO `frame`: `.authenticate` its credential, nothing read meanwhile; a HELLO that cannot be
     /// read is answered with its error, one of a version this relay does not speak closes the connection.
-    private mutating func hello(_ frame: Frame, unixMilliseconds: Int64) -> [SessionAction] {
+    mutating func hello(_ frame: Frame, unixMilliseconds: Int64) -> [SessionAction] {
         let hello: Pushrelay_V1_Hello
         do throws(ProtocolError) {
             hello = try frame.request(limits: configuration.limits, nowMilliseconds: unixMilliseconds)
@@ -433,7 +433,7 @@ struct SessionStateMachine {
 
     /// Handles a well-formed frame as the session's state says: a HELLO first, requests once open, `SHUTTING_DOWN`
     /// once closing.
-    private mutating func handle(
+    mutating func handle(
         _ frame: Frame,
         unixMilliseconds: Int64,
         ledger: some SessionLedger
@@ -457,7 +457,7 @@ struct SessionStateMachine {
 
     /// Charges a frame the parser refused (a bad version or flags, a body beyond its ratio) its one token, so that a
     /// flood of refused frames is throttled as any other: past the limit, the connection is not read until the wait.
-    private mutating func chargeRefusal(now: NIODeadline, ledger: some SessionLedger) -> [SessionAction] {
+    mutating func chargeRefusal(now: NIODeadline, ledger: some SessionLedger) -> [SessionAction] {
         guard case .open = state, let retryAfter = ledger.admitTokens(1, key: limiterKey) else { return [] }
         // Each refused frame was answered its own error; past the limit the connection is just not read for a while.
         reading.toldRateLimited = true
@@ -467,7 +467,7 @@ struct SessionStateMachine {
     /// Stops reading the connection for `retryAfter` milliseconds, the wait for the tokens of the frame it holds: it
     /// was answered `RATE_LIMITED` and kept sending. A connection is told once per episode; what it sends meanwhile
     /// stays unread (TCP back-pressure) and is taken, in order, as the tokens come back.
-    private mutating func waitForTokens(retryAfter: UInt32, now: NIODeadline) -> [SessionAction] {
+    mutating func waitForTokens(retryAfter: UInt32, now: NIODeadline) -> [SessionAction] {
         guard !reading.waitingForTokens else { return [] }
         reading.waitingForTokens = true
         return [arm(.tokenWait, at: now + .milliseconds(Int64(max(retryAfter, 1))))]
@@ -480,189 +480,12 @@ struct SessionStateMachine {
         return [.handleBufferedFrames]
     }
 
-    // MARK: Requests
-
-    /// A request of an authenticated connection: PING, GOODBYE and the results stream's requests are answered at
-    /// once; the others go in flight and start in their turn (``RequestOrder``), as tasks of the service.
-    private mutating func request(
-        _ frame: Frame,
-        caller: VerifiedCredential,
-        unixMilliseconds: Int64,
-        ledger: some SessionLedger
-    ) -> [SessionAction] {
-        let id = frame.requestID
-        guard id != 0 else {
-            let error = ProtocolError.invalidArgument("request_id", "request id 0 is reserved for the relay")
-            return [.write(.error(error, requestID: 0, kind: frame.kind))]
-        }
-        guard !requests.contains(id), !subscriptions.contains(id) else {
-            // Answered with request id 0: the id's own answer is still to come, and a client must not take this
-            // error for it. The message names the id.
-            return [.write(.error(.duplicateRequestID(id), requestID: 0, kind: frame.kind))]
-        }
-        let kind: RequestKind
-        do throws(ProtocolError) {
-            kind = try RequestKind(of: frame)
-        } catch {
-            return [.write(.error(error, requestID: id, kind: frame.kind))]
-        }
-        // No `default`: a request kind added to ``RequestKind`` does not build until it is handled here.
-        switch kind {
-        case .hello:
-            let error = ProtocolError(.alreadyAuthenticated, "this connection already said HELLO")
-            return [.write(.error(error, requestID: id, kind: .hello))]
-        case .ping:
-            do throws(ProtocolError) {
-                let ping: Pushrelay_V1_Ping = try frame.decode(limits: configuration.limits)
-                return [.write(.pong(requestID: id, nonce: ping.nonce))]
-            } catch {
-                return [.write(.error(error, requestID: id, kind: .ping))]
-            }
-        case .goodbye:
-            // The peer asked to close: the connection closes once what is in flight is answered, even when the
-            // GOODBYE itself is refused (its reason too long, say), after that refusal.
-            var actions: [SessionAction]
-            do throws(ProtocolError) {
-                let _: Pushrelay_V1_Goodbye = try frame.request(
-                    limits: configuration.limits, nowMilliseconds: unixMilliseconds)
-                actions = [.count(.goodbye, requestID: id, error: nil)]
-            } catch {
-                actions = [.write(.error(error, requestID: id, kind: .goodbye))]
-            }
-            return actions + beginClose(reason: nil, closesNow: false)
-        case .subscribeResults:
-            return subscribe(frame, tenant: caller.tenantID)
-        case .unsubscribeResults:
-            return unsubscribe(frame)
-        case .registerDevice, .unregisterDevice, .listDevices, .send, .jobStatus, .queryDeliveries, .cancelJob,
-            .listNotificationTypes, .setPreferences, .getPreferences, .setMute, .clearMute, .listMutes, .setPresence:
-            // The service answers these (RelayService.handle), each as a task started in its turn.
-            let rows = RequestCost.rowTokens(of: frame, limits: configuration.limits)
-            if rows > 0, let retryAfter = ledger.admitTokens(rows, key: limiterKey) {
-                let error = ProtocolError(
-                    .rateLimited, "this credential's request limit is reached", retryAfterMilliseconds: retryAfter)
-                return [.write(.error(error, requestID: id, kind: frame.kind))]
-            }
-            let bytes = admittedBytes
-            admittedBytes = 0
-            guard requests.arrive(frame, kind: kind, holding: bytes) else { return [] }
-            return [.startRequest(frame, caller: caller)]
-        }
-    }
-
-    /// Request `id`, a SEND, took effect (its job is stored, before it waits for outcomes): the requests waiting
-    /// for it in ``RequestOrder`` start.
-    mutating func requestTookEffect(_ id: UInt32) -> [SessionAction] {
-        startNext(after: id)
-    }
-
-    /// Request `id` of `kind` ended with `result` (its answer's kind and body, or its error): the answer is written
-    /// (a lost right closes the connection after it), its body's bytes go back, the requests behind it in order
-    /// may start, and the frames buffered meanwhile are handled on; a closing connection with nothing left in
-    /// flight closes.
-    mutating func requestEnded(
-        _ id: UInt32,
-        kind: FrameKind,
-        result: Result<(FrameKind, [UInt8]), ProtocolError>,
-        ledger: some SessionLedger
-    ) -> [SessionAction] {
-        let released = requests.answered(id)
-        var actions: [SessionAction] = []
-        switch result {
-        case .success(let (answerKind, body)):
-            actions.append(
-                state == .closed
-                    ? .count(kind, requestID: id, error: nil)
-                    : .write(.answer(request: kind, requestID: id, kind: answerKind, body: body)))
-        case .failure(let error):
-            guard state != .closed else {
-                actions.append(.count(kind, requestID: id, error: error))
-                break
-            }
-            actions.append(.write(.error(error, requestID: id, kind: kind)))
-            if error.code == .authenticationFailed {
-                actions.append(.log(.rightsLost(message: error.message)))
-                actions += close()
-            }
-        }
-        // The answer is written: the body's bytes go back, and the requests behind it in order may start.
-        if released > 0 {
-            reading.waitingForBytes = false
-            ledger.releaseBodyBytes(released)
-        }
-        actions += startNext(after: id)
-        if case .closing = state, requests.isEmpty {
-            actions += close()
-        } else if state != .closed {
-            actions.append(.handleBufferedFrames)
-        }
-        return actions
-    }
-
-    /// Starts the requests waiting in ``RequestOrder`` for request `id`, which took effect; none once closed.
-    private mutating func startNext(after id: UInt32) -> [SessionAction] {
-        let next = requests.tookEffect(id)
-        guard !next.isEmpty, let caller = state.caller else { return [] }
-        return next.map { .startRequest($0, caller: caller) }
-    }
-
-    // MARK: Results stream
-
-    /// SUBSCRIBE_RESULTS `frame` of `tenant`: `.subscribe`, within ``ConnectionBounds/maximumSubscriptions``.
-    private mutating func subscribe(_ frame: Frame, tenant: String) -> [SessionAction] {
-        let request: Pushrelay_V1_SubscribeResults
-        do throws(ProtocolError) {
-            request = try frame.decode(limits: configuration.limits)
-        } catch {
-            return [.write(.error(error, requestID: frame.requestID, kind: .subscribeResults))]
-        }
-        guard subscriptions.count < ConnectionBounds.maximumSubscriptions else {
-            let error = ProtocolError.invalidArgument(
-                "subscribe_results", "a connection holds at most \(ConnectionBounds.maximumSubscriptions) subscriptions"
-            )
-            return [.write(.error(error, requestID: frame.requestID, kind: .subscribeResults))]
-        }
-        return [.subscribe(requestID: frame.requestID, tenant: tenant, receipts: request.receipts)]
-    }
-
-    /// The SUBSCRIBE_RESULTS of `requestID` holds `subscription` in the results stream: it is answered. A session
-    /// closed meanwhile ends the subscription at once.
-    mutating func subscribed(requestID: UInt32, subscription: UUID) -> [SessionAction] {
-        guard state != .closed else { return [.unsubscribe(subscription)] }
-        subscriptions.add(subscription, for: requestID)
-        return [.write(.subscribed(requestID: requestID))]
-    }
-
-    /// UNSUBSCRIBE_RESULTS `frame`: the subscription it names ends (`NOT_FOUND` when there is none).
-    private mutating func unsubscribe(_ frame: Frame) -> [SessionAction] {
-        do throws(ProtocolError) {
-            let request: Pushrelay_V1_UnsubscribeResults = try frame.decode(limits: configuration.limits)
-            guard let subscription = subscriptions.remove(request.subscriptionRequestID) else {
-                throw ProtocolError(
-                    .notFound, "no subscription with request id \(request.subscriptionRequestID)",
-                    field: "unsubscribe_results.subscription_request_id")
-            }
-            return [.unsubscribe(subscription), .write(.unsubscribed(requestID: frame.requestID))]
-        } catch {
-            return [.write(.error(error, requestID: frame.requestID, kind: .unsubscribeResults))]
-        }
-    }
-
-    /// An event of the subscription of `requestID`: written now when the channel takes writes and no event waits
-    /// before it, else kept for when it does (the oldest dropped beyond ``ConnectionBounds/maximumQueuedEvents``).
-    mutating func resultEvent(_ event: Pushrelay_V1_ResultEvent, requestID: UInt32) -> [SessionAction] {
-        guard state != .closed,
-            let output = subscriptions.deliver(event, requestID: requestID, writable: reading.writable)
-        else { return [] }
-        return [.write(output)]
-    }
-
     // MARK: Closing
 
     /// GOODBYE (with `reason`, when the relay closes) and no new requests; the connection closes once in-flight
     /// requests are answered: at once when `closesNow` and none is, else when the frames being handled have
     /// been (``inboundHandled(turnEnded:)``) or the last answer is written.
-    private mutating func beginClose(reason: String?, closesNow: Bool) -> [SessionAction] {
+    mutating func beginClose(reason: String?, closesNow: Bool) -> [SessionAction] {
         switch state {
         case .closed, .closing:
             return []
@@ -678,14 +501,14 @@ struct SessionStateMachine {
     }
 
     /// Closes the connection (after the answers written so far): the subscriptions end, the timers stop.
-    private mutating func close() -> [SessionAction] {
+    mutating func close() -> [SessionAction] {
         guard state != .closed else { return [] }
         state = .closed
         return stop() + [.close]
     }
 
     /// Ends the subscriptions and disarms the timers.
-    private mutating func stop() -> [SessionAction] {
+    mutating func stop() -> [SessionAction] {
         deadlines = [:]
         return subscriptions.removeAll().map { .unsubscribe($0) } + [.stopTimers]
     }
