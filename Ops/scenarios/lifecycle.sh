@@ -46,7 +46,7 @@ fetch() { "$PY" -c 'import sys, urllib.request; sys.stdout.write(urllib.request.
 step="conventions"
 log "version and /metrics"
 version="$("$BIN" --version)"
-source_version="$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' "$ROOT/Sources/RelayServer/RelayVersion.swift")"
+source_version="$(sed -n 's/.*static let current = "\(.*\)".*/\1/p' "$ROOT/Sources/RelayServer/Operations/RelayVersion.swift")"
 fetch "http://$METRICS/metrics" >"$TMP/metrics.txt"
 check "pushrelay --version prints the version ($version)" eq "$version" "$source_version"
 check "the start line carries it" grep -q "version=$version .*pushrelay: listening" "$TMP/relay-main.log"
