@@ -89,8 +89,9 @@ sys.dont_write_bytecode = True  # no __pycache__ beside the scripts
 
 import zstandard  # noqa: E402
 from hostile_clients import (  # noqa: E402
-    CANCEL_JOB, ERROR, GOODBYE, HEADER, PING, QUERY_DELIVERIES, REGISTER_DEVICE, SEND, FLAG_ZSTD, Answer, Conn,
+    CANCEL_JOB, ERROR, GOODBYE, PING, QUERY_DELIVERIES, REGISTER_DEVICE, SEND, FLAG_ZSTD, Answer, Conn,
     code_name, frame, proc_state, rss_kib, split_address, varint)
+from pushrelay_client.frames import HEADER  # noqa: E402
 from pushrelay_client import pushrelay_pb2 as pb  # noqa: E402
 
 MIB = 1024 * 1024
