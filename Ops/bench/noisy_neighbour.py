@@ -244,7 +244,8 @@ class Flood:
             raise OSError(f"HELLO -> {answer}")
         self.max_decompressed = answer.msg.max_decompressed_bytes or self.max_decompressed
         c.sock.setblocking(False)
-        conn.sock, conn.inb, conn.out = c.sock, bytearray(c.buffer), bytearray()
+        # Bytes the HELLO's reader took past HELLO_OK (none in practice) stay the flood's to parse.
+        conn.sock, conn.inb, conn.out = c.sock, bytearray(c.decoder._buffer), bytearray()
         conn.in_flight, conn.paused_until = 0, 0.0
 
     # The requests of each kind: (kind, body, flags, cost in rate-limit tokens as Protocol/README.md states them).
@@ -865,7 +866,7 @@ class Bench:
                         got = conn.read_frame(max(0.0, deadline - time.monotonic()))
                         if got is None:
                             break
-                        _version, _flags, kind, rid, body = got
+                        kind, rid, body = got.kind, got.request_id, getattr(got, "body", b"")
                         if rid not in pending:
                             continue
                         job_id = pending.pop(rid)
