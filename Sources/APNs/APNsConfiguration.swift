@@ -5,6 +5,9 @@ public import NIOSSL
 public enum APNsCredential: Sendable {
     /// Token-based authentication: each connection signs its own ES256 provider token with this key.
     case token(APNsSigningKey)
+    /// No credential of the pool's own: each request carries its `authorization` header (a pool of
+    /// ``HTTP2Request``s, such as FCM's with its OAuth 2.0 access tokens).
+    case none
     /// Certificate-based authentication: a TLS client certificate Apple issued for the app's topic.
     case certificate(chain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey)
 
@@ -42,6 +45,10 @@ public struct APNsPoolConfiguration: Sendable {
     public var maximumConnections: Int = 16
     /// How long a connection above the floor may go without a new stream before it is closed.
     public var idleConnectionTimeout: TimeAmount = .minutes(5)
+    /// The largest request body the pool sends: a connection takes a request only while its flow-control windows
+    /// take this many bytes, and a longer ``HTTP2Request`` is refused. APNs' largest payload (a VoIP
+    /// notification's) by default; up to ``HTTP2Request/maximumBodySize`` for a pool of other requests.
+    public var largestBody: Int = APNsPushType.voip.maximumPayloadSize
     /// Our own cap on streams per connection, below whatever the peer allows.
     public var maximumStreamsPerConnection: Int = 1000
     /// How many requests may wait for a free stream before the pool is full.

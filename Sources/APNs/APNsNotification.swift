@@ -105,6 +105,7 @@ public struct APNsValidationError: Error, Hashable, Sendable, CustomStringConver
         enum Base: String, Hashable, Sendable {
             case emptyDeviceToken, deviceTokenOddLength, deviceTokenNotHex, emptyTopic, emptyPayload
             case payloadNotJSONObject, payloadTooLarge, priorityNotAllowed, collapseIDTooLong, negativeExpiration
+            case invalidPath, invalidHeaderName
         }
 
         let base: Base
@@ -133,6 +134,10 @@ public struct APNsValidationError: Error, Hashable, Sendable, CustomStringConver
         public static let collapseIDTooLong = Code(.collapseIDTooLong)
         /// `apns-expiration` is negative.
         public static let negativeExpiration = Code(.negativeExpiration)
+        /// An ``HTTP2Request``'s path does not begin with `/`.
+        public static let invalidPath = Code(.invalidPath)
+        /// An ``HTTP2Request``'s header name is empty, a pseudo-header or not lower case.
+        public static let invalidHeaderName = Code(.invalidHeaderName)
 
         /// The code's name (`emptyTopic`).
         public var description: String { base.rawValue }
@@ -190,6 +195,10 @@ public struct APNsValidationError: Error, Hashable, Sendable, CustomStringConver
     public static func negativeExpiration(_ expiration: Int64) -> Self {
         Self(.negativeExpiration, expiration: expiration)
     }
+    /// An ``HTTP2Request``'s path does not begin with `/`.
+    public static let invalidPath = Self(.invalidPath)
+    /// An ``HTTP2Request``'s header name is empty, a pseudo-header or not lower case.
+    public static let invalidHeaderName = Self(.invalidHeaderName)
 
     /// A sentence saying what is wrong.
     public var description: String {
@@ -205,6 +214,8 @@ public struct APNsValidationError: Error, Hashable, Sendable, CustomStringConver
             "priority \(priority?.rawValue ?? 0) is not allowed for push type \(pushType?.rawValue ?? "") (use 5)"
         case .collapseIDTooLong: "apns-collapse-id is \(length ?? 0) bytes; at most 64 are allowed"
         case .negativeExpiration: "apns-expiration \(expiration ?? 0) is negative"
+        case .invalidPath: "the request's path must begin with /"
+        case .invalidHeaderName: "a request header's name must be lower case, and neither empty nor a pseudo-header"
         }
     }
 }

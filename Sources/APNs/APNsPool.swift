@@ -109,30 +109,23 @@ public final class APNsPool: @unchecked Sendable {
         _ notification: APNsNotification, whenFull: APNsBackPressure? = nil
     ) -> EventLoopFuture<APNsDeliveryReport> {
         let promise = eventLoop.makePromise(of: APNsDeliveryReport.self)
-        let completion = PendingRequest.Completion.promise(promise)
-        do {
-            try notification.validate()
-        } catch {
-            completion.finish(.failure(error))
-            return promise.futureResult
-        }
-        let deadline = clock.uptime() + configuration.requestTimeout
-        let backPressure = whenFull ?? configuration.backPressure
-        if eventLoop.inEventLoop {
-            submit(PendingRequest(notification: notification, deadline: deadline, completion: completion), backPressure)
-        } else {
-            eventLoop.execute {
-                self.submit(
-                    PendingRequest(notification: notification, deadline: deadline, completion: completion),
-                    backPressure)
-            }
-        }
+        submit(.notification(notification), .promise(promise), whenFull: whenFull)
         return promise.futureResult
+    }
+
+    /// Sends one request to another HTTP/2 API through the pool and returns what became of it: the report's
+    /// outcome is the HTTP status's (``HTTP2Request``), its response has the answer's body. Throws
+    /// ``APNsValidationError`` when the request is invalid (nothing is sent) and ``APNsPoolError`` when the pool
+    /// refuses it.
+    public func send(_ request: HTTP2Request, whenFull: APNsBackPressure? = nil) async throws -> APNsDeliveryReport {
+        let promise = eventLoop.makePromise(of: APNsDeliveryReport.self)
+        submit(.request(request), .promise(promise), whenFull: whenFull)
+        return try await promise.futureResult.get()
     }
 
     /// ``sendFuture(_:whenFull:)`` for several notifications at once, in order: one hop to the pool's event
     /// loop for all of them instead of one each. An invalid notification's future fails at once with its
-    /// ``APNsValidationError``; the others are sent. For the package's tests.
+    /// ``APNsValidationError``; the others are sent.
     package func sendFutures(
         _ notifications: [APNsNotification], whenFull: APNsBackPressure? = nil
     ) -> [EventLoopFuture<APNsDeliveryReport>] {
@@ -143,7 +136,7 @@ public final class APNsPool: @unchecked Sendable {
             futures.append(promise.futureResult)
             return .promise(promise)
         }
-        submit(notifications, completions, whenFull: whenFull)
+        submit(notifications.map { .notification($0) }, completions, whenFull: whenFull)
         return futures
     }
 
@@ -155,39 +148,84 @@ public final class APNsPool: @unchecked Sendable {
         _ notifications: [APNsNotification], whenFull: APNsBackPressure? = nil,
         answers: @escaping @Sendable (Int, Result<APNsDeliveryReport, any Error>) -> Void
     ) {
-        submit(notifications, notifications.indices.map { .answers(answers, position: $0) }, whenFull: whenFull)
+        submit(
+            notifications.map { .notification($0) }, notifications.indices.map { .answers(answers, position: $0) },
+            whenFull: whenFull)
     }
 
-    /// Validates `notifications` and submits the valid ones with their completions, on the pool's event loop.
+    /// ``send(_:whenFull:answers:)`` for requests to another HTTP/2 API (``HTTP2Request``).
+    public func send(
+        _ requests: [HTTP2Request], whenFull: APNsBackPressure? = nil,
+        answers: @escaping @Sendable (Int, Result<APNsDeliveryReport, any Error>) -> Void
+    ) {
+        submit(
+            requests.map { .request($0) }, requests.indices.map { .answers(answers, position: $0) },
+            whenFull: whenFull)
+    }
+
+    /// Validates `content` and submits it with its completion, on the pool's event loop.
     private func submit(
-        _ notifications: [APNsNotification], _ completions: [PendingRequest.Completion], whenFull: APNsBackPressure?
+        _ content: PendingRequest.Content, _ completion: PendingRequest.Completion, whenFull: APNsBackPressure?
+    ) {
+        do {
+            try validate(content)
+        } catch {
+            completion.finish(.failure(error))
+            return
+        }
+        let deadline = clock.uptime() + configuration.requestTimeout
+        let backPressure = whenFull ?? configuration.backPressure
+        // The request is made on the loop: it belongs to it.
+        if eventLoop.inEventLoop {
+            submit(PendingRequest(content, deadline: deadline, completion: completion), backPressure)
+        } else {
+            eventLoop.execute {
+                self.submit(PendingRequest(content, deadline: deadline, completion: completion), backPressure)
+            }
+        }
+    }
+
+    /// Validates `contents` and submits the valid ones with their completions, on the pool's event loop.
+    private func submit(
+        _ contents: [PendingRequest.Content], _ completions: [PendingRequest.Completion],
+        whenFull: APNsBackPressure?
     ) {
         let deadline = clock.uptime() + configuration.requestTimeout
         let backPressure = whenFull ?? configuration.backPressure
-        var valid: [(APNsNotification, PendingRequest.Completion)] = []
-        valid.reserveCapacity(notifications.count)
-        for (notification, completion) in zip(notifications, completions) {
+        var valid: [(PendingRequest.Content, PendingRequest.Completion)] = []
+        valid.reserveCapacity(contents.count)
+        for (content, completion) in zip(contents, completions) {
             do {
-                try notification.validate()
-                valid.append((notification, completion))
+                try validate(content)
+                valid.append((content, completion))
             } catch {
                 completion.finish(.failure(error))
             }
         }
         guard !valid.isEmpty else { return }
         if eventLoop.inEventLoop {
-            for (notification, completion) in valid {
-                submit(
-                    PendingRequest(notification: notification, deadline: deadline, completion: completion), backPressure
-                )
+            for (content, completion) in valid {
+                submit(PendingRequest(content, deadline: deadline, completion: completion), backPressure)
             }
         } else {
             eventLoop.execute { [valid] in
-                for (notification, completion) in valid {
-                    self.submit(
-                        PendingRequest(notification: notification, deadline: deadline, completion: completion),
-                        backPressure)
+                for (content, completion) in valid {
+                    self.submit(PendingRequest(content, deadline: deadline, completion: completion), backPressure)
                 }
+            }
+        }
+    }
+
+    /// Checks a request before it is queued. Throws ``APNsValidationError``.
+    private func validate(_ content: PendingRequest.Content) throws(APNsValidationError) {
+        switch content {
+        case .notification(let notification):
+            try notification.validate()
+        case .request(let request):
+            try request.validate()
+            let limit = min(configuration.largestBody, HTTP2Request.maximumBodySize)
+            if request.body.readableBytes > limit {
+                throw .payloadTooLarge(size: request.body.readableBytes, limit: limit)
             }
         }
     }

@@ -1,3 +1,6 @@
+import Foundation
+public import NIOCore
+
 /// A `reason` string from APNs's error body, or a failure of our own on the way there.
 public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic
@@ -94,7 +97,7 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
     public var description: String { rawValue }
 }
 
-/// What one HTTP/2 exchange with APNs returned.
+/// What one HTTP/2 exchange with APNs (or the API of an ``HTTP2Request``) returned.
 public struct APNsResponse: Sendable, Hashable {
     /// The HTTP status (200 on success).
     public var status: Int
@@ -104,6 +107,11 @@ public struct APNsResponse: Sendable, Hashable {
     public var reason: APNsReason?
     /// With 410: when APNs learned that the token stopped being valid, in milliseconds since 1970.
     public var timestampMilliseconds: Int64?
+    /// The `retry-after` header, when present (FCM's 429 and 503: seconds to wait).
+    public var retryAfter: String?
+    /// The body of an ``HTTP2Request``'s answer (at most 16 KiB of it), for the caller to read; `nil` for APNs,
+    /// whose error body is read into ``reason`` and ``timestampMilliseconds``.
+    public var body: ByteBuffer?
 
     /// A response with these fields.
     public init(status: Int, apnsID: String? = nil, reason: APNsReason? = nil, timestampMilliseconds: Int64? = nil) {
@@ -113,7 +121,8 @@ public struct APNsResponse: Sendable, Hashable {
         self.timestampMilliseconds = timestampMilliseconds
     }
 
-    /// The outcome class Apple's rules give this response.
+    /// The outcome class Apple's rules give this response; for an ``HTTP2Request``'s, which has no reason, its
+    /// status's: 200 delivered, 429 and 5xx retried, anything else final.
     public var outcomeClass: APNsOutcomeClass {
         if status == 200 { return .delivered }
         switch reason {
@@ -139,6 +148,13 @@ public struct APNsResponse: Sendable, Hashable {
             true
         default: false
         }
+    }
+
+    /// The wait ``retryAfter`` asks for, when it is delay-seconds (an HTTP date is read as none).
+    public var retryAfterDelay: TimeAmount? {
+        guard let retryAfter, let seconds = Int64(retryAfter.trimmingCharacters(in: .whitespaces)), seconds >= 0
+        else { return nil }
+        return .seconds(seconds)
     }
 
     /// True when this response means the connection's provider token must not be used again

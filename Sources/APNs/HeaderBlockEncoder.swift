@@ -19,6 +19,9 @@ import NIOHPACK
 /// straight from the device token (no path string is made). The request's own fields are literals without
 /// indexing too, so they never change the table: when they are those of the previous block (the same
 /// expiration second), that block's bytes for them are written again, without making their header list.
+///
+/// An ``HTTP2Request``'s block (FCM's) is its `:path` and headers, all indexed: the same for a run of requests,
+/// it is kept and written again in the same way.
 struct HeaderBlockEncoder {
     /// A request's own fields, written in this order when present.
     struct OwnFields: Equatable {
@@ -66,6 +69,8 @@ struct HeaderBlockEncoder {
     private var kept: (fields: RepeatedFields, pseudo: ByteBuffer, regular: ByteBuffer)?
     /// The last block's own fields and their encoded bytes.
     private var keptOwn: (fields: OwnFields, bytes: ByteBuffer)?
+    /// The last ``HTTP2Request`` block's path and headers and its bytes, when they are indexed fields only.
+    private var keptRequest: (path: String, headers: [HTTP2Request.Header], bytes: ByteBuffer)?
     /// `:method`, `:scheme` and `:authority`, the same for every request of the connection.
     private let pseudoFields: HPACKHeaders
 
@@ -82,6 +87,29 @@ struct HeaderBlockEncoder {
         try encoder.setDynamicTableSize(min(size, HPACKEncoder.defaultDynamicTableSize))
         kept = nil
         keptOwn = nil
+        keptRequest = nil
+    }
+
+    /// Writes the header block of an ``HTTP2Request`` to `buffer`: the pseudo-header fields with its `:path`, then
+    /// its headers, all with incremental indexing, so that from a run's second request on the block is indexed
+    /// fields only; those bytes are kept and written again while the run lasts.
+    mutating func encode(path: String, headers: [HTTP2Request.Header], to buffer: inout ByteBuffer) {
+        if let keptRequest, keptRequest.path == path, keptRequest.headers == headers {
+            buffer.writeImmutableBuffer(keptRequest.bytes)
+            lastBlockReused = true
+            return
+        }
+        // The block may add to the table: bytes kept for APNs' fields may no longer be right.
+        kept = nil
+        keptOwn = nil
+        var fields = pseudoFields
+        fields.add(name: ":path", value: path)
+        for header in headers { fields.add(name: header.name, value: header.value) }
+        let start = buffer.writerIndex
+        try! encoder.encode(headers: fields, to: &buffer)
+        let bytes = Self.copy(of: buffer, from: start)
+        keptRequest = Self.isIndexedOnly(bytes) ? (path, headers, bytes) : nil
+        lastBlockReused = false
     }
 
     /// Writes the header block of a request to device `token` (`:path` `/3/device/<token>`) to `buffer`.
@@ -93,6 +121,7 @@ struct HeaderBlockEncoder {
             buffer.writeImmutableBuffer(kept.regular)
             lastBlockReused = true
         } else {
+            keptRequest = nil
             let pseudoStart = buffer.writerIndex
             try! encoder.encode(headers: pseudoFields, to: &buffer)
             let pseudo = Self.copy(of: buffer, from: pseudoStart)
@@ -117,6 +146,7 @@ struct HeaderBlockEncoder {
             buffer.writeImmutableBuffer(keptOwn.bytes)
             return
         }
+        keptRequest = nil
         let ownStart = buffer.writerIndex
         try! encoder.encode(headers: own.headers, to: &buffer)
         // Literals that are never indexed: they leave the table as it is, so their bytes may be written again.

@@ -1,6 +1,6 @@
 import NIOCore
 
-/// A request as the pool tracks it across attempts: the notification, its deadline, where its report goes, and
+/// A request as the pool tracks it across attempts: what it sends, its deadline, where its report goes, and
 /// the pool's counts of its attempts. Event-loop bound: touched only on the pool's loop (the state machines
 /// that hold it run there).
 final class PendingRequest {
@@ -19,7 +19,15 @@ final class PendingRequest {
         }
     }
 
-    let notification: APNsNotification
+    /// What a request sends: a notification to APNs' device endpoint, or a request to another HTTP/2 API.
+    enum Content: Sendable {
+        /// `POST /3/device/<token>` with APNs' headers.
+        case notification(APNsNotification)
+        /// A `POST` of its own path, headers and body.
+        case request(HTTP2Request)
+    }
+
+    let content: Content
     let deadline: NIODeadline
     let completion: Completion
     /// Attempts so far, against the pool's `maximumAttempts`: each stream opened for the request counts, a resend
@@ -30,8 +38,8 @@ final class PendingRequest {
     /// Resends so far (GOAWAY, REFUSED_STREAM, a lost connection), bounded by the pool's `maximumResends`.
     var requeues = 0
 
-    init(notification: APNsNotification, deadline: NIODeadline, completion: Completion) {
-        self.notification = notification
+    init(_ content: Content, deadline: NIODeadline, completion: Completion) {
+        self.content = content
         self.deadline = deadline
         self.completion = completion
     }

@@ -1,8 +1,8 @@
 import NIOCore
 import NIOHPACK
 
-/// Decodes the header blocks of one connection's responses into the two fields the client reads, `:status` and
-/// `apns-id`.
+/// Decodes the header blocks of one connection's responses into the fields the client reads: `:status`, `apns-id`
+/// and `retry-after`.
 ///
 /// A short block made only of fields that neither change nor read the HPACK dynamic table (references to the
 /// static table, literals without indexing or never indexed whose names are the static table's or literal) is read
@@ -18,6 +18,8 @@ struct ResponseHeaderDecoder {
         var status: Int?
         /// `apns-id`, when the block has one.
         var apnsID: String?
+        /// `retry-after`, when the block has one (FCM's 429 and 503).
+        var retryAfter: String?
     }
 
     /// The longest block read straight from its bytes. With ``directFieldLimit`` it bounds what such a block can
@@ -40,6 +42,8 @@ struct ResponseHeaderDecoder {
                 fields.status = Int(value)
             } else if name == "apns-id" {
                 fields.apnsID = value
+            } else if name == "retry-after" {
+                fields.retryAfter = value
             }
         }
         return fields
@@ -65,6 +69,7 @@ struct ResponseHeaderDecoder {
                     // Literal without indexing (0000) or never indexed (0001): the table is left alone.
                     guard let nameIndex = reader.integer(prefix: 4), nameIndex <= 61 else { return nil }
                     var isStatus = staticStatus(nameIndex) != nil
+                    let isRetryAfter = nameIndex == Self.retryAfterIndex
                     var isAPNsID = false
                     if nameIndex == 0 {
                         guard let name = reader.string() else { return nil }
@@ -79,6 +84,9 @@ struct ResponseHeaderDecoder {
                     } else if isAPNsID {
                         guard let text = value.decoded() else { return nil }
                         fields.apnsID = text
+                    } else if isRetryAfter {
+                        guard let text = value.decoded() else { return nil }
+                        fields.retryAfter = text
                     } else if !value.isValid {
                         return nil
                     }
@@ -105,6 +113,8 @@ struct ResponseHeaderDecoder {
         }
     }
 
+    /// `retry-after`'s entry in the static table.
+    private static let retryAfterIndex = 53
     private static let apnsIDName = Array("apns-id".utf8)
     /// `apns-id` Huffman-coded: a string has one Huffman coding (its padding is fixed), so comparing bytes is exact.
     private static let apnsIDHuffmanName = HPACKHuffman.encode(apnsIDName)

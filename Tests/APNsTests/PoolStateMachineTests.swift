@@ -7,7 +7,7 @@ import Testing
 @Suite("Pool state machine")
 struct PoolStateMachineTests {
     /// A pool of `slots` connections, started, each slot's first attempt connected and ready with `free` streams.
-    private static func runningPool(
+    static func runningPool(
         slots: Int = 2, free: Int = 10, seed: UInt64 = 7,
         _ configure: (inout APNsPoolConfiguration) -> Void = { _ in }
     ) -> (PoolStateMachine, FakeConnections) {

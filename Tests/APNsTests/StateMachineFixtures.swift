@@ -97,7 +97,7 @@ enum Fixtures {
             payload: ByteBuffer(repeating: UInt8(ascii: "x"), count: payloadBytes)
         )
         return PendingRequest(
-            notification: notification, deadline: deadline, completion: .answers({ _, _ in }, position: 0))
+            .notification(notification), deadline: deadline, completion: .answers({ _, _ in }, position: 0))
     }
 
     static func frame(
@@ -145,10 +145,12 @@ enum Fixtures {
 struct FakeAPNs {
     private var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
 
-    /// A response HEADERS frame with `status` on `stream`.
-    mutating func headers(_ stream: UInt32, status: Int, endStream: Bool) -> HTTP2InboundFrame {
+    /// A response HEADERS frame with `status` (and `fields`) on `stream`.
+    mutating func headers(
+        _ stream: UInt32, status: Int, fields: [(String, String)] = [], endStream: Bool
+    ) -> HTTP2InboundFrame {
         var block = ByteBuffer()
-        try! encoder.encode(headers: HPACKHeaders([(":status", "\(status)")]), to: &block)
+        try! encoder.encode(headers: HPACKHeaders([(":status", "\(status)")] + fields), to: &block)
         let flags = HTTP2FrameFlag.endHeaders | (endStream ? HTTP2FrameFlag.endStream : 0)
         return Fixtures.frame(.headers, flags: flags, stream: stream, payload: block)
     }

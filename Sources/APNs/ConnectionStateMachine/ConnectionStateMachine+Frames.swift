@@ -171,6 +171,7 @@ extension ConnectionStateMachine {
         guard var stream = streams[streamID] else { return .none }
         if let status = fields.status { stream.status = status }
         if let apnsID = fields.apnsID { stream.apnsID = apnsID }
+        if let retryAfter = fields.retryAfter { stream.retryAfter = retryAfter }
         guard endStream else {
             streams[streamID] = stream
             return .none
@@ -186,10 +187,10 @@ extension ConnectionStateMachine {
         guard var stream = streams[frame.streamID] else { return .none }
         var data = frame.payload
         try data.stripHTTP2Padding(flags: frame.flags, hasPriority: false)
-        // An APNs error body is a few dozen bytes; keep at most 4 KiB of whatever comes.
+        // An APNs error body is a few dozen bytes, an FCM or OAuth answer a few hundred: keep at most 16 KiB.
         if stream.body == nil {
             stream.body = data
-        } else if stream.body!.readableBytes < 4096 {
+        } else if stream.body!.readableBytes < Self.keptBodyBytes {
             stream.body!.writeBuffer(&data)
         }
         guard frame.has(HTTP2FrameFlag.endStream) else {
@@ -200,9 +201,19 @@ extension ConnectionStateMachine {
         return complete(stream)
     }
 
+    /// The most bytes of a response body kept for the caller.
+    static let keptBodyBytes = 16_384
+
     /// The response of a stream that ended; a refused provider token makes the connection drain.
     private mutating func complete(_ stream: ConnectionStreams.Stream) -> FrameAction {
         var response = APNsResponse(status: stream.status ?? 0, apnsID: stream.apnsID)
+        response.retryAfter = stream.retryAfter
+        if case .request = stream.request.content {
+            // Another API's answer: its body is the caller's to read, its status says what it means.
+            if (200..<300).contains(response.status) { hasDelivered = true }
+            response.body = stream.body
+            return .finish(stream.request, .success(response), then: streamEnd)
+        }
         if response.status == 200 {
             hasDelivered = true
         } else if let body = stream.body {

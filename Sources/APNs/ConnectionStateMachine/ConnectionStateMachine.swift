@@ -40,9 +40,12 @@ struct ConnectionStateMachine {
         var pingInterval: TimeAmount
         /// An unanswered PING gives the connection up after this long.
         var pingTimeout: TimeAmount
+        /// The largest request body the pool sends: a stream is opened only while the windows take it.
+        var largestBody: Int
 
         /// The settings of `pool`.
         init(_ pool: APNsPoolConfiguration) {
+            largestBody = pool.largestBody
             maximumStreams = pool.maximumStreamsPerConnection
             idlePingInterval = pool.idlePingInterval
             pingInterval = pool.pingInterval
@@ -152,9 +155,9 @@ struct ConnectionStateMachine {
     }
 
     /// How many more streams may be opened now: within the peer's and our stream limits, and only while the
-    /// peer's windows take the largest payload.
+    /// peer's windows take the largest body the pool sends.
     var availableStreams: Int {
-        guard isReady, flow.takesLargestPayload else { return 0 }
+        guard isReady, flow.takes(dataBytes: configuration.largestBody) else { return 0 }
         return max(0, streamLimit - streams.count)
     }
 
@@ -237,20 +240,32 @@ struct ConnectionStateMachine {
 
     // MARK: Sending
 
-    /// Opens a stream for `request` and writes its HEADERS (with `authorization` when the pool uses tokens), then
-    /// its DATA with END_STREAM. The caller checked ``availableStreams`` first.
+    /// Opens a stream for `request` and writes its HEADERS (with `authorization` when the pool uses provider tokens),
+    /// then its DATA with END_STREAM. The caller checked ``availableStreams`` first.
     mutating func sendRequest(_ request: PendingRequest, authorization: String?) -> SendResult {
         assert(isReady, "a request was sent on a connection that is not ready")
-        let n = request.notification
         let streamID = streams.open(request, limit: flow.peerMaxConcurrentStreams)
-        let repeated = HeaderBlockEncoder.RepeatedFields(
-            authorization: authorization, topic: n.topic, pushType: n.pushType.rawValue,
-            priority: Self.priorityText(n.effectivePriority)
-        )
-        let own = HeaderBlockEncoder.OwnFields(expiration: n.expiration, collapseID: n.collapseID, apnsID: n.apnsID)
-        writeHeaders(device: n.deviceToken, repeated: repeated, own: own, streamID: streamID)
-        outbound.writeHTTP2Frame(type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID, payload: n.payload)
-        flow.sent(dataBytes: n.payload.readableBytes)
+        let body: ByteBuffer
+        switch request.content {
+        case .notification(let n):
+            let repeated = HeaderBlockEncoder.RepeatedFields(
+                authorization: authorization, topic: n.topic, pushType: n.pushType.rawValue,
+                priority: Self.priorityText(n.effectivePriority)
+            )
+            let own = HeaderBlockEncoder.OwnFields(
+                expiration: n.expiration, collapseID: n.collapseID, apnsID: n.apnsID)
+            writeHeaders(streamID: streamID) { encoder, buffer in
+                encoder.encode(device: n.deviceToken, repeated: repeated, own: own, to: &buffer)
+            }
+            body = n.payload
+        case .request(let r):
+            writeHeaders(streamID: streamID) { encoder, buffer in
+                encoder.encode(path: r.path, headers: r.headers, to: &buffer)
+            }
+            body = r.body
+        }
+        outbound.writeHTTP2Frame(type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID, payload: body)
+        flow.sent(dataBytes: body.readableBytes)
         guard !streams.idsExhausted else {
             drain()
             return .sentLastStream
@@ -260,13 +275,12 @@ struct ConnectionStateMachine {
 
     /// Writes a request's HEADERS frame (and CONTINUATION frames when the block exceeds the peer's frame size).
     private mutating func writeHeaders(
-        device token: String, repeated: HeaderBlockEncoder.RepeatedFields, own: HeaderBlockEncoder.OwnFields,
-        streamID: UInt32
+        streamID: UInt32, block encode: (inout HeaderBlockEncoder, inout ByteBuffer) -> Void
     ) {
         let headerStart = outbound.writerIndex
         outbound.writeHTTP2FrameHeader(length: 0, type: .headers, flags: HTTP2FrameFlag.endHeaders, streamID: streamID)
         let blockStart = outbound.writerIndex
-        headerBlocks.encode(device: token, repeated: repeated, own: own, to: &outbound)
+        encode(&headerBlocks, &outbound)
         let blockLength = outbound.writerIndex - blockStart
         if blockLength <= flow.peerMaxFrameSize {
             outbound.setInteger(UInt8(truncatingIfNeeded: blockLength >> 16), at: headerStart)

@@ -8,6 +8,7 @@ struct ConnectionStreams {
         let request: PendingRequest
         var status: Int?
         var apnsID: String?
+        var retryAfter: String?
         var body: ByteBuffer?
     }
 

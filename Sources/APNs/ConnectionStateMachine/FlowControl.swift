@@ -1,7 +1,7 @@
 /// The limits the peer's SETTINGS put on what a connection sends, and the flow-control windows of both
-/// directions (RFC 9113 §5.2, §6.5.2, §6.9). Only the connection-level windows are tracked: a request's payload
-/// is at most 5 KiB, far below any stream window a peer announces, and a request is sent only while the
-/// windows take the largest payload.
+/// directions (RFC 9113 §5.2, §6.5.2, §6.9). Only the connection-level windows are tracked: a request's body
+/// is at most 16 KiB (an APNs payload at most 5 KiB), below any stream window a peer announces, and a request is
+/// sent only while the windows take the largest body the pool sends.
 struct FlowControl {
     /// The window every HTTP/2 connection and stream starts with.
     static let defaultWindow = 65_535
@@ -20,10 +20,9 @@ struct FlowControl {
     /// Bytes of DATA received since our last WINDOW_UPDATE.
     private var inboundConsumed = 0
 
-    /// Whether both windows take the largest payload (a VoIP notification's), so that any request may go.
-    var takesLargestPayload: Bool {
-        let largestPayload = APNsPushType.voip.maximumPayloadSize
-        return sendWindow >= largestPayload && peerInitialStreamWindow >= largestPayload
+    /// Whether both windows take `bytes` of DATA (the largest body the pool sends), so that any request may go.
+    func takes(dataBytes bytes: Int) -> Bool {
+        sendWindow >= bytes && peerInitialStreamWindow >= bytes
     }
 
     /// Counts `bytes` of DATA sent against the connection window.

@@ -136,7 +136,8 @@ extension PoolStateMachine {
     /// did not process or that were lost with their connection go out again at once on another connection; the
     /// latter without using an attempt (APNs may or may not have them, and a connection taking hundreds of
     /// streams with it must not use up their attempts), within ``Configuration/maximumResends``. Other retryable
-    /// results are retried after the retry backoff's delay, within ``Configuration/maximumAttempts``. Nothing is
+    /// results are retried after the retry backoff's delay (or the answer's `Retry-After`, when longer), within
+    /// ``Configuration/maximumAttempts``. Nothing is
     /// retried past the request's deadline or after shutdown.
     mutating func requestFinished(
         _ request: PendingRequest, _ result: Result<APNsResponse, APNsTransportFailure>, slot index: Int?,
@@ -191,7 +192,10 @@ extension PoolStateMachine {
         guard canRetry, request.attempts < configuration.maximumAttempts else {
             return .complete(Self.report(request, result))
         }
-        let delay = configuration.retryBackoff.delay(attempt: request.attempts, using: &random)
+        var delay = configuration.retryBackoff.delay(attempt: request.attempts, using: &random)
+        if case .success(let response) = result, let asked = response.retryAfterDelay, asked > delay {
+            delay = asked
+        }
         guard now + delay < request.deadline else {
             return .complete(Self.report(request, result))
         }
