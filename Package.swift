@@ -64,7 +64,10 @@ let package = Package(
         .target(
             name: "FCM",
             dependencies: [
-                .product(name: "_CryptoExtras", package: "swift-crypto")
+                "APNs",
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
@@ -173,7 +176,9 @@ let package = Package(
         .testTarget(
             name: "FCMTests",
             dependencies: [
+                "APNs",
                 "FCM",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strict

@@ -12,6 +12,11 @@ public struct FCMCredentialError: Error, Sendable, Hashable, CustomStringConvert
         public static let missingField = Code(description: "missing_field")
         /// The private key is not an RSA key of at least 2,048 bits that signs.
         public static let invalidPrivateKey = Code(description: "invalid_private_key")
+        /// The token endpoint refused the account's assertion (`invalid_grant`: a deleted key, an unknown
+        /// account, a clock out of step).
+        public static let tokenRefused = Code(description: "token_refused")
+        /// The token endpoint could not be reached or did not answer with a token.
+        public static let tokenUnavailable = Code(description: "token_unavailable")
     }
 
     /// What kind of fault it is.
@@ -26,5 +31,7 @@ public struct FCMCredentialError: Error, Sendable, Hashable, CustomStringConvert
     }
 
     /// The refusal as an operator reads it.
-    public var description: String { "service account refused: \(message)" }
+    public var description: String {
+        code == .tokenUnavailable ? "no access token: \(message)" : "service account refused: \(message)"
+    }
 }
