@@ -33,6 +33,7 @@ public final class FCMPool: @unchecked Sendable {
     private let clock = ContinuousClock()
 
     private var tokens = AccessTokenStateMachine<ContinuousClock.Instant>()
+    private var quota: ProjectQuota<ContinuousClock.Instant>
     /// Requests waiting for the fetch under way.
     private var tokenWaiters: [(Result<String, TokenFailure>) -> Void] = []
     /// The last failed fetch, for the requests the state machine fails until the next one may start.
@@ -59,6 +60,7 @@ public final class FCMPool: @unchecked Sendable {
         logger[metadataKey: "fcm.project"] = "\(configuration.account.projectID)"
         self.logger = logger
         self.messages = try APNsPool(configuration: configuration.messages, eventLoop: eventLoop, logger: logger)
+        self.quota = ProjectQuota(messagesPerMinute: configuration.messagesPerMinute)
     }
 
     /// Opens the floor's connections to FCM and fetches the account's first access token.
@@ -83,13 +85,13 @@ public final class FCMPool: @unchecked Sendable {
         _ = try await token.futureResult.get()
     }
 
-    /// Sends one `messages:send` request per body (``FCMMessage``'s, for one token each) and calls `answers` once
-    /// for each with its position in `bodies`, on the pool's event loop.
+    /// Sends one `messages:send` request per body (``FCMMessage``'s, for one token each), within the project's
+    /// quota, and calls `answers` once for each with its position in `bodies`, on the pool's event loop.
     public func send(
         _ bodies: [ByteBuffer], answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
     ) {
         eventLoop.execute {
-            self.send(bodies, positions: Array(bodies.indices), resent: false, answers: answers)
+            self.sendWithinQuota(bodies, answers: answers)
         }
     }
 
@@ -110,6 +112,20 @@ public final class FCMPool: @unchecked Sendable {
 
     // MARK: On the event loop
 
+    /// Sends `bodies` when the project's quota lets them go: now, or after the wait it says.
+    private func sendWithinQuota(
+        _ bodies: [ByteBuffer], answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
+    ) {
+        let now = clock.now
+        let delay = quota.delay(now: now)
+        guard delay == .zero else {
+            eventLoop.scheduleTask(in: TimeAmount(delay)) { self.sendWithinQuota(bodies, answers: answers) }
+            return
+        }
+        quota.take(bodies.count, now: now)
+        send(bodies, positions: Array(bodies.indices), resent: false, answers: answers)
+    }
+
     private func send(
         _ bodies: [ByteBuffer], positions: [Int], resent: Bool,
         answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
@@ -129,6 +145,9 @@ public final class FCMPool: @unchecked Sendable {
                 let requests = bodies.map { HTTP2Request(path: self.messagesPath, headers: headers, body: $0) }
                 self.messages.send(requests) { index, result in
                     var report = Self.report(result)
+                    if case .answered(.retryLater(_, let retryAfter?)) = report.outcome {
+                        self.eventLoop.execute { self.quota.pause(for: retryAfter, now: self.clock.now) }
+                    }
                     if resent {
                         report.attempts += 1
                     } else if case .answered(.unauthenticated) = report.outcome {

@@ -11,12 +11,18 @@ public struct FCMPoolConfiguration: Sendable {
     /// connections carry 32,000 messages a second, above a project's default quota (600,000 a minute).
     public static let maximumConnections = 64
 
+    /// FCM's default quota of messages a minute per project.
+    public static let defaultMessagesPerMinute = 600_000
+
     /// The account whose project the messages go to, and whose access tokens they carry.
     public var account: FCMServiceAccount
     /// The engine's settings for `messages:send`: the endpoint (``googleEndpoint``), a CA file to trust instead
     /// of the system's (trusted for the account's `token_uri` too), the pool's floor and cap of connections,
     /// deadlines and retries. Its credential is ``APNs/APNsCredential/none``: each request carries its token.
     public var messages: APNsPoolConfiguration
+    /// Messages a minute the pool sends to the project at most (``ProjectQuota``): FCM's default quota unless
+    /// the project was granted more.
+    public var messagesPerMinute = Self.defaultMessagesPerMinute
 
     /// A configuration for `account` sending to `endpoint`, trusting `caFile` when given, with the engine's
     /// defaults but for 100 streams a connection, up to 64 connections, and bodies of up to 16 KiB.
