@@ -54,6 +54,12 @@ struct ServeCommand: AsyncParsableCommand {
     var apnsEndpoint: String?
     @Option(help: "CA file to trust for --apns-endpoint.")
     var apnsCA: String?
+    @Option(help: "Send to this FCM host:port instead of Google's (with --fcm-ca).")
+    var fcmEndpoint: String?
+    @Option(help: "CA file to trust for --fcm-endpoint and the service accounts' token endpoints.")
+    var fcmCA: String?
+    @Option(help: "Messages a minute each FCM pool sends to its project at most (default 600000, FCM's quota).")
+    var fcmMessagesPerMinute: Int?
     @Option(
         help:
             "HTTP/2 connections each APNs pool keeps open, one pool per tenant and environment: its floor (default 2)."
@@ -138,7 +144,8 @@ struct ServeCommand: AsyncParsableCommand {
         let given: [String: String?] = [
             "listen": listen, "database_url": databaseURL, "data_dir": dataDir, "tenants": tenants,
             "master_key_file": masterKeyFile, "apns_simulator": apnsSimulator.map { "\($0)" }, "sim_dir": simDir,
-            "apns_endpoint": apnsEndpoint, "apns_ca": apnsCA,
+            "apns_endpoint": apnsEndpoint, "apns_ca": apnsCA, "fcm_endpoint": fcmEndpoint, "fcm_ca": fcmCA,
+            "fcm_messages_per_minute": fcmMessagesPerMinute.map(String.init),
             "connections_per_pool": connectionsPerPool.map { "\($0)" },
             "max_connections_per_pool": maxConnectionsPerPool.map { "\($0)" }, "tls_cert": tlsCert, "tls_key": tlsKey,
             "tls_client_ca": tlsClientCA, "max_frame_bytes": maxFrameBytes.map { "\($0)" },

@@ -42,6 +42,9 @@ import Testing
         settings.writeStallTimeout = 0
         settings.apnsEndpoint = "sim.example:2197"
         settings.apnsCA = "/tmp/ca.pem"
+        settings.fcmEndpoint = "fcm.example:8444"
+        settings.fcmCA = "/tmp/fcm-ca.pem"
+        settings.fcmMessagesPerMinute = 1_200
         settings.connectionsPerPool = 5
         settings.maxConnectionsPerPool = 6
         settings.requestsPerSecond = 12.5
@@ -62,6 +65,10 @@ import Testing
         #expect(configuration.target.caFile == "/tmp/ca.pem")
         #expect(configuration.target.connectionsPerPool == 5)
         #expect(configuration.target.maximumConnectionsPerPool == 6)
+        #expect(configuration.fcmTarget.endpoint == APNsEndpoint(host: "fcm.example", port: 8444))
+        #expect(configuration.fcmTarget.caFile == "/tmp/fcm-ca.pem")
+        #expect(configuration.fcmTarget.messagesPerMinute == 1_200)
+        #expect(configuration.fcmTarget.connectionsPerPool == 5)
         #expect(configuration.requestsPerSecond == 12.5)
         #expect(configuration.requestBurst == 3)
         #expect(configuration.retentionDays == 2)
@@ -73,6 +80,7 @@ import Testing
         ("listen", "nowhere", "listen must be host:port"),
         ("metrics", "9411", "metrics listen must be host:port"),
         ("apns", "sim.example", "apns endpoint must be host:port"),
+        ("fcm", "fcm.example", "fcm endpoint must be host:port"),
         ("client-ca", "/tmp/ca.pem", "tls client ca needs tls cert and tls key"),
         ("cert", "/tmp/cert.pem", "give both tls cert and tls key"),
         ("unreadable", "/nonexistent/cert.pem", "tls cert or key unreadable"),
@@ -85,6 +93,7 @@ import Testing
         case "listen": settings.listen = value
         case "metrics": settings.metricsListen = value
         case "apns": settings.apnsEndpoint = value
+        case "fcm": settings.fcmEndpoint = value
         case "client-ca": settings.tlsClientCA = value
         case "cert": settings.tlsCert = value
         case "floor": settings.connectionsPerPool = Int(value)!

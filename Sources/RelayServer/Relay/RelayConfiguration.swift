@@ -12,6 +12,8 @@ extension Relay {
         package var server: RelayListenerConfiguration
         /// Where the APNs pools connect, and with how many connections.
         package var target: APNsTarget
+        /// Where the FCM pools connect, and with how many connections.
+        package var fcmTarget = FCMTarget()
         /// The key that unseals stored signing keys; `nil`: stored keys cannot be used.
         package var masterKey: MasterKey?
         /// Requests per second each credential may make.

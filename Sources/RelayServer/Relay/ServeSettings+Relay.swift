@@ -13,6 +13,7 @@ extension ServeSettings {
     package func relayConfiguration(masterKey: MasterKey?) throws(ServeSettingsError) -> Relay.Configuration {
         var configuration = Relay.Configuration(
             server: try serverConfiguration(), target: try appleTarget(), masterKey: masterKey)
+        configuration.fcmTarget = try googleTarget()
         configuration.requestsPerSecond = requestsPerSecond
         configuration.requestBurst = requestBurst
         configuration.statementsPerTenant = dbStatementsPerTenant
@@ -53,6 +54,18 @@ extension ServeSettings {
             target.endpointOverride = APNsEndpoint(host: endpoint.host, port: endpoint.port)
             target.caFile = apnsCA
         }
+        return target
+    }
+
+    /// Google's FCM endpoint, or ``fcmEndpoint`` trusting ``fcmCA``, with the APNs pools' sizes.
+    private func googleTarget() throws(ServeSettingsError) -> FCMTarget {
+        var target = FCMTarget(
+            connectionsPerPool: connectionsPerPool, messagesPerMinute: fcmMessagesPerMinute)
+        if let fcmEndpoint {
+            let endpoint = try Self.address(fcmEndpoint, of: "fcm endpoint")
+            target.endpoint = APNsEndpoint(host: endpoint.host, port: endpoint.port)
+        }
+        target.caFile = fcmCA
         return target
     }
 

@@ -25,6 +25,12 @@ package struct ServeSettings: Sendable, Equatable {
     package var apnsEndpoint: String?
     /// The CA file to trust for ``apnsEndpoint``.
     package var apnsCA: String?
+    /// Another FCM endpoint (`host:port`) instead of Google's.
+    package var fcmEndpoint: String?
+    /// The CA file to trust for ``fcmEndpoint`` and for the service accounts' token endpoints.
+    package var fcmCA: String?
+    /// Messages a minute each FCM pool sends to its project at most (FCM's default quota).
+    package var fcmMessagesPerMinute = 600_000
     /// HTTP/2 connections each APNs pool keeps open however idle (its floor).
     package var connectionsPerPool = 2
     /// HTTP/2 connections each APNs pool may open while its streams stay near APNs' limit (its cap).
@@ -91,6 +97,9 @@ package struct ServeSettings: Sendable, Equatable {
             ServeSetting("sim_dir", .string(\.simDir)),
             ServeSetting("apns_endpoint", .optionalString(\.apnsEndpoint)),
             ServeSetting("apns_ca", .optionalString(\.apnsCA)),
+            ServeSetting("fcm_endpoint", .optionalString(\.fcmEndpoint)),
+            ServeSetting("fcm_ca", .optionalString(\.fcmCA)),
+            ServeSetting("fcm_messages_per_minute", .int(\.fcmMessagesPerMinute, atLeast: 1)),
             ServeSetting("connections_per_pool", .int(\.connectionsPerPool, atLeast: 1)),
             ServeSetting("max_connections_per_pool", .int(\.maxConnectionsPerPool, atLeast: 1)),
             ServeSetting("tls_cert", .optionalString(\.tlsCert)),
