@@ -131,8 +131,8 @@ package final class FCMSimulator: Sendable {
         core.statistics
     }
 
-    /// The recorded `messages:send` requests, oldest first, answered or refused (empty unless
-    /// ``FCMSimulatorConfiguration/recordMessages``).
+    /// The recorded `messages:send` requests that carried a valid access token of their project, oldest first,
+    /// whatever their answer (empty unless ``FCMSimulatorConfiguration/recordMessages``).
     package func receivedMessages() -> [FCMSimulatorMessage] {
         core.recordedMessages
     }

@@ -84,6 +84,11 @@ final class HTTP2TestClient: Sendable {
         return try await onCollector { $0.send(request, body: body) }
     }
 
+    /// The SETTINGS_MAX_CONCURRENT_STREAMS the server announced last, if it did.
+    func maxConcurrentStreams() async throws -> Int? {
+        try await onCollector { $0.eventLoop.makeSucceededFuture($0.maxConcurrentStreams) }
+    }
+
     /// Whether the server sent GOAWAY on this connection.
     func receivedGoAway() async throws -> Bool {
         try await onCollector { $0.eventLoop.makeSucceededFuture($0.goawayReceived) }
@@ -126,6 +131,8 @@ final class ResponseCollector: ChannelInboundHandler {
     let eventLoop: any EventLoop
     /// Whether GOAWAY came.
     private(set) var goawayReceived = false
+    /// The server's last SETTINGS_MAX_CONCURRENT_STREAMS.
+    private(set) var maxConcurrentStreams: Int?
     private var context: ChannelHandlerContext?
     private var nextStreamID = HTTP2StreamID(1)
     private var pending: [HTTP2StreamID: Pending] = [:]
@@ -166,6 +173,10 @@ final class ResponseCollector: ChannelInboundHandler {
             guard case .byteBuffer(let buffer) = data.data else { return }
             pending[frame.streamID]?.body.append(contentsOf: buffer.readableBytesView)
             if data.endStream { finish(frame.streamID) }
+        case .settings(.settings(let settings)):
+            for setting in settings where setting.parameter == .maxConcurrentStreams {
+                maxConcurrentStreams = setting.value
+            }
         case .goAway(let lastStreamID, _, _):
             goawayReceived = true
             for streamID in pending.keys where streamID > lastStreamID {

@@ -145,6 +145,50 @@ import Testing
         }
     }
 
+    @Test func delayedAnswersComeBeforeTheGoawayClosesAndStreamsAreLimitedAsAtGoogle() async throws {
+        try await withSimulator(configure: {
+            $0.faults.goawayAfter = 3
+            $0.faults.latency = .milliseconds(20)
+            $0.faults.latencyJitter = .milliseconds(30)
+            $0.faults.maxConcurrentStreams = 7
+        }) { simulator in
+            let account = try FCMServiceAccount(json: simulator.makeServiceAccount(projectID: Self.project))
+            let client = try await HTTP2TestClient.connect(to: simulator)
+            let token = try await accessToken(client, account, now: Date())
+            #expect(try await client.maxConcurrentStreams() == 7)
+            async let first = send(client, accessToken: token, token: "fKx9:APA91a")
+            async let second = send(client, accessToken: token, token: "fKx9:APA91b")
+            #expect(try await [first.status, second.status] == [200, 200])
+            try await client.closed()
+            #expect(try await client.receivedGoAway())
+            #expect(Set(simulator.receivedMessages().compactMap(\.token)) == ["fKx9:APA91a", "fKx9:APA91b"])
+        }
+    }
+
+    @Test func validateOnlyIsJudgedButNotSent() async throws {
+        try await withSimulator(configure: { $0.faults.messagesPerMinute = 1 }) { simulator in
+            let account = try FCMServiceAccount(json: simulator.makeServiceAccount(projectID: Self.project))
+            let client = try await HTTP2TestClient.connect(to: simulator)
+            defer { Task { await client.close() } }
+            let token = try await accessToken(client, account, now: Date())
+            let path = "/v1/projects/\(Self.project)/messages:send"
+            let authorization = [("authorization", "Bearer \(token)")]
+            for _ in 0..<2 {
+                let dryRun = try await client.post(
+                    path, headers: authorization,
+                    body: Data(#"{"message":{"token":"fKx9:A"},"validate_only":true}"#.utf8))
+                #expect(dryRun.json["name"] as? String == "projects/\(Self.project)/messages/fake_message_id")
+            }
+            let refused = try await client.post(
+                path, headers: authorization, body: Data(#"{"message":{"token":"fKx9:A","data":{"n":1}}}"#.utf8))
+            #expect(refused.status == 400)
+            #expect(try await send(client, accessToken: token, token: "fKx9:A").status == 200)
+            #expect(simulator.statistics().messagesSent[Self.project] == 1)
+            #expect(simulator.receivedMessages().map(\.validateOnly) == [true, true, false, false])
+            #expect(simulator.receivedMessages().map(\.status) == [200, 200, 400, 200])
+        }
+    }
+
     @Test func dropAfterOneRequestClosesWithoutGoaway() async throws {
         try await withSimulator(configure: { $0.faults.dropConnectionAfter = 1 }) { simulator in
             let account = try FCMServiceAccount(json: simulator.makeServiceAccount(projectID: Self.project))
