@@ -34,6 +34,22 @@ struct FCMSimCommand: AsyncParsableCommand {
         name: .customLong("unregistered"), help: "Answer 404 UNREGISTERED for this registration token (repeatable).")
     var unregistered: [String] = []
 
+    @Option(
+        name: .customLong("invalid-token"),
+        help: "Answer 400 INVALID_ARGUMENT (not a valid registration token) for this token (repeatable).")
+    var invalidTokens: [String] = []
+
+    @Option(name: .customLong("sender-id-mismatch"), help: "Answer 403 SENDER_ID_MISMATCH for this token (repeatable).")
+    var senderIDMismatchTokens: [String] = []
+
+    @Option(
+        name: .customLong("third-party-auth-error"),
+        help: "Answer 401 THIRD_PARTY_AUTH_ERROR for this token (repeatable).")
+    var thirdPartyAuthErrorTokens: [String] = []
+
+    @Option(name: .customLong("messages-per-minute"), help: "Each project's quota; beyond it 429 QUOTA_EXCEEDED.")
+    var messagesPerMinute = 600_000
+
     @Option(name: .customLong("rate-429"), help: "Probability (0-1) of 429 QUOTA_EXCEEDED.")
     var rate429 = 0.0
 
@@ -51,6 +67,11 @@ struct FCMSimCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("latency-ms"), help: "Delay every answer by this many milliseconds.")
     var latencyMilliseconds: Int64 = 0
+
+    @Option(
+        name: .customLong("latency-jitter-ms"),
+        help: "Delay every answer by up to this many milliseconds more, drawn for each answer.")
+    var latencyJitterMilliseconds: Int64 = 0
 
     @Option(name: .customLong("max-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS of each connection.")
     var maxStreams = 100
@@ -74,6 +95,8 @@ struct FCMSimCommand: AsyncParsableCommand {
         if threads < 1 { throw ValidationError("--threads must be at least 1") }
         if !(0...65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         if latencyMilliseconds < 0 { throw ValidationError("--latency-ms must not be negative") }
+        if latencyJitterMilliseconds < 0 { throw ValidationError("--latency-jitter-ms must not be negative") }
+        if messagesPerMinute < 1 { throw ValidationError("--messages-per-minute must be at least 1") }
         if maxStreams < 1 { throw ValidationError("--max-streams must be at least 1") }
         if tokenLifetime < 1 { throw ValidationError("--token-lifetime must be at least 1") }
         for (name, value) in [("--goaway-after", goawayAfter), ("--drop-after", dropAfter)] {
@@ -93,12 +116,17 @@ struct FCMSimCommand: AsyncParsableCommand {
         configuration.seed = seed
         configuration.accounts = try accounts.map(Self.loadAccount)
         configuration.faults.unregisteredTokens = Set(unregistered)
+        configuration.faults.invalidTokens = Set(invalidTokens)
+        configuration.faults.senderIDMismatchTokens = Set(senderIDMismatchTokens)
+        configuration.faults.thirdPartyAuthErrorTokens = Set(thirdPartyAuthErrorTokens)
+        configuration.faults.messagesPerMinute = messagesPerMinute
         configuration.faults.rate429 = rate429
         configuration.faults.rate500 = rate500
         configuration.faults.rate503 = rate503
         configuration.faults.goawayAfter = goawayAfter
         configuration.faults.dropConnectionAfter = dropAfter
         configuration.faults.latency = .milliseconds(latencyMilliseconds)
+        configuration.faults.latencyJitter = .milliseconds(latencyJitterMilliseconds)
         configuration.faults.maxConcurrentStreams = maxStreams
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
@@ -182,8 +210,9 @@ struct FCMSimCommand: AsyncParsableCommand {
         for (code, count) in statistics.responsesByErrorCode.sorted(by: { $0.key < $1.key }) {
             say("  \(code): \(count)")
         }
+        say("access tokens issued: \(statistics.accessTokensIssuedInAll)")
         for (account, count) in statistics.accessTokensIssued.sorted(by: { $0.key < $1.key }) {
-            say("access tokens issued to \(account): \(count)")
+            say("  to \(account): \(count)")
         }
         for (project, count) in statistics.messagesSent.sorted(by: { $0.key < $1.key }) {
             say("messages sent for \(project): \(count)")
