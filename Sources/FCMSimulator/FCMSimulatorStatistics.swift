@@ -50,6 +50,13 @@ package struct FCMSimulatorMessage: Sendable {
         package var body: String?
         /// `image`.
         package var image: String?
+
+        /// A notification with these texts, to compare a received one with.
+        package init(title: String? = nil, body: String? = nil, image: String? = nil) {
+            self.title = title
+            self.body = body
+            self.image = image
+        }
     }
 
     /// Android's options (`message.android`), as written.
@@ -66,6 +73,19 @@ package struct FCMSimulatorMessage: Sendable {
         package var tag: String?
         /// `notification.click_action`.
         package var clickAction: String?
+
+        /// Android options with these values, to compare received ones with.
+        package init(
+            priority: String? = nil, ttl: String? = nil, collapseKey: String? = nil, channelID: String? = nil,
+            tag: String? = nil, clickAction: String? = nil
+        ) {
+            self.priority = priority
+            self.ttl = ttl
+            self.collapseKey = collapseKey
+            self.channelID = channelID
+            self.tag = tag
+            self.clickAction = clickAction
+        }
     }
 
     /// The connection's id (1 for the first connection accepted).
