@@ -72,6 +72,23 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(
+            name: "FCMSimulator",
+            dependencies: [
+                "APNs",
+                "APNsSimulator",
+                "FCM",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
             name: "EmbeddedPostgres",
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
@@ -161,6 +178,7 @@ let package = Package(
                 "APNs",
                 "APNsSimulator",
                 "EmbeddedPostgres",
+                "FCMSimulator",
                 "LoadTest",
                 "PushRelayClient",
                 "PushRelayProtocol",
@@ -180,6 +198,22 @@ let package = Package(
                 "APNs",
                 "FCM",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "FCMSimulatorTests",
+            dependencies: [
+                "APNs",
+                "FCM",
+                "FCMSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strict

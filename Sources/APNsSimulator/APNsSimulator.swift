@@ -153,11 +153,14 @@ package final class APNsSimulator: Sendable {
 }
 
 /// The open connections of a simulator, so that shutdown can close them.
-final class ConnectionRegistry: Sendable {
+package final class ConnectionRegistry: Sendable {
     private let channels = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
 
+    /// A registry with no connection yet.
+    package init() {}
+
     /// Tracks `channel` until it closes.
-    func add(_ channel: any Channel) {
+    package func add(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
         channels.withLockedValue { $0[id] = channel }
         channel.closeFuture.whenComplete { _ in
@@ -166,7 +169,7 @@ final class ConnectionRegistry: Sendable {
     }
 
     /// Closes every connection at the TCP level (a stalled one would wait for a TLS goodbye) and waits.
-    func closeAll() async {
+    package func closeAll() async {
         let open = channels.withLockedValue { Array($0.values) }
         for channel in open {
             channel.eventLoop.execute {

@@ -1,6 +1,6 @@
 import Crypto
 import Foundation
-import NIOSSL
+package import NIOSSL
 import SwiftASN1
 import X509
 
@@ -31,7 +31,7 @@ enum SimulatorCertificateError: Error, CustomStringConvertible {
 ///
 /// It lives in a directory as `ca.pem` (what clients trust) and `ca-key.pem`, and is reused when present,
 /// so clients keep trusting a restarted simulator.
-struct SimulatorCertificateAuthority: Sendable {
+package struct SimulatorCertificateAuthority: Sendable {
     /// The subject attribute that carries an APNs certificate's topic: UID (0.9.2342.19200300.100.1.1).
     static let userIDAttribute: ASN1ObjectIdentifier = [0, 9, 2342, 19_200_300, 100, 1, 1]
 
@@ -40,7 +40,7 @@ struct SimulatorCertificateAuthority: Sendable {
     /// The CA's signing key, as PKCS#8 PEM (kept as text: the key type itself is not `Sendable`).
     private let privateKeyPEM: String
     /// The path of `ca.pem`.
-    let caFile: String
+    package let caFile: String
 
     private init(certificate: Certificate, privateKeyPEM: String, caFile: String) {
         self.certificate = certificate
@@ -51,7 +51,7 @@ struct SimulatorCertificateAuthority: Sendable {
     /// Loads the CA from `directory`, or makes one there (creating the directory) when there is none.
     ///
     /// A lock file serialises simulators that start at the same time with the same directory.
-    static func loadOrCreate(in directory: String) throws -> SimulatorCertificateAuthority {
+    package static func loadOrCreate(in directory: String) throws -> SimulatorCertificateAuthority {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let caFile = (directory as NSString).appendingPathComponent("ca.pem")
         let keyFile = (directory as NSString).appendingPathComponent("ca-key.pem")
@@ -100,12 +100,12 @@ struct SimulatorCertificateAuthority: Sendable {
     }
 
     /// The CA certificate for NIOSSL's trust roots.
-    func trustRoot() throws -> NIOSSLCertificate {
+    package func trustRoot() throws -> NIOSSLCertificate {
         try NIOSSLCertificate(bytes: Array(certificate.serializeAsPEM().pemString.utf8), format: .pem)
     }
 
     /// A fresh server certificate and key for `localhost`, 127.0.0.1, ::1 and `host`.
-    func makeServerIdentity(host: String) throws -> (certificate: NIOSSLCertificate, key: NIOSSLPrivateKey) {
+    package func makeServerIdentity(host: String) throws -> (certificate: NIOSSLCertificate, key: NIOSSLPrivateKey) {
         var names: [GeneralName] = [
             .dnsName("localhost"),
             .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),

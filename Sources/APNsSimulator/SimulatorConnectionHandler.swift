@@ -15,19 +15,19 @@ import NIOSSL
 /// report the old window. So after an update, events are ignored until one reports a window larger than
 /// the one the update was based on. The first event after the update always does: the update adds more
 /// than half the target, and the peer cannot have used more than the old window.
-struct ConnectionWindow {
+package struct ConnectionWindow {
     /// The window size kept available to the peer.
-    let target: Int
+    package let target: Int
     /// The window size the last WINDOW_UPDATE was based on, until an event shows the update applied.
     private var basis: Int?
 
     /// A window manager keeping `target` bytes open.
-    init(target: Int) {
+    package init(target: Int) {
         self.target = target
     }
 
     /// The WINDOW_UPDATE increment due now that an event reports the window as `size`, if any.
-    mutating func increment(forWindowSize size: Int) -> Int? {
+    package mutating func increment(forWindowSize size: Int) -> Int? {
         if let basis {
             guard size > basis else { return nil }
             self.basis = nil

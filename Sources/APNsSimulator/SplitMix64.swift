@@ -1,14 +1,14 @@
 /// A small, seedable random number generator (SplitMix64), so that random faults can be repeated.
-struct SplitMix64: RandomNumberGenerator {
+package struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
 
     /// A generator whose sequence is fixed by `seed`.
-    init(seed: UInt64) {
+    package init(seed: UInt64) {
         self.state = seed
     }
 
     /// The next 64 random bits.
-    mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -6,7 +6,8 @@ public import Foundation
 public enum FCMAnswer: Sendable, Hashable {
     /// 200: FCM took the message; its name is `projects/{project}/messages/{id}`.
     case delivered(messageName: String)
-    /// 404 `UNREGISTERED`, or 400 `INVALID_ARGUMENT` naming the token: the token is dead.
+    /// 404 `UNREGISTERED`, or 400 `INVALID_ARGUMENT` naming the token: the token is dead. (A 404 without
+    /// `UNREGISTERED` is a wrong path or project, not a dead token: ``rejected(errorCode:message:)``.)
     case tokenDead(errorCode: String)
     /// 403 `SENDER_ID_MISMATCH`, 401 `THIRD_PARTY_AUTH_ERROR`, 403 `PERMISSION_DENIED`: only an operator fixes
     /// it; not retried.
@@ -30,7 +31,7 @@ public enum FCMAnswer: Sendable, Hashable {
         case 200:
             let name = (try? JSONDecoder().decode(Success.self, from: body))?.name ?? ""
             self = .delivered(messageName: name)
-        case 404:
+        case 404 where fcmCode == "UNREGISTERED":
             self = .tokenDead(errorCode: code)
         case 400 where fcmCode == "INVALID_ARGUMENT" && Self.namesTheToken(message):
             self = .tokenDead(errorCode: code)

@@ -27,6 +27,7 @@ struct PushRelayCommand: AsyncParsableCommand {
         version: RelayVersion.current,
         subcommands: [
             ServeCommand.self, SendCommand.self, AdminCommand.self, APNsCommand.self, APNsSimCommand.self,
+            FCMSimCommand.self,
             DemoCommand.self, LoadTestCommand.self,
         ]
     )

@@ -63,5 +63,12 @@ func errorBody(code: Int, status: String, errorCode: String?, message: String = 
             FCMAnswer(
                 status: 502, body: Data("<html>Bad Gateway</html>".utf8), retryAfter: "Wed, 21 Oct 2026 07:28:00 GMT")
                 == .retryLater(errorCode: "HTTP_502", retryAfter: nil))
+        // A 404 without UNREGISTERED is a wrong path or project (a front end's page): the token is not dead.
+        #expect(
+            FCMAnswer(status: 404, body: errorBody(code: 404, status: "NOT_FOUND", errorCode: nil, message: "No page"))
+                == .rejected(errorCode: "NOT_FOUND", message: "No page"))
+        #expect(
+            FCMAnswer(status: 404, body: Data("<html>Not Found</html>".utf8))
+                == .rejected(errorCode: "HTTP_404", message: ""))
     }
 }
