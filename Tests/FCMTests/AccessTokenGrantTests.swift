@@ -1,5 +1,6 @@
 import APNs
 import FCM
+import NIOCore
 import Foundation
 import Testing
 import _CryptoExtras
