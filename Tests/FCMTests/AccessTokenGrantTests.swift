@@ -1,7 +1,7 @@
 import APNs
 import FCM
-import NIOCore
 import Foundation
+import NIOCore
 import Testing
 import _CryptoExtras
 
