@@ -120,6 +120,7 @@ let package = Package(
             name: "RelayServer",
             dependencies: [
                 "APNs",
+                "FCM",
                 "PushRelayProtocol",
                 "RelayStore",
                 .product(name: "Crypto", package: "swift-crypto"),
