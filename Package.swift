@@ -158,6 +158,7 @@ let package = Package(
                 "APNs",
                 "APNsSimulator",
                 "EmbeddedPostgres",
+                "FCM",
                 "LoadTest",
                 "PushRelayClient",
                 "PushRelayProtocol",
