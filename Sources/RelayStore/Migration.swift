@@ -565,5 +565,17 @@ extension Migration {
                 "ALTER TABLE deliveries RENAME COLUMN apns_id TO provider_message_id",
             ]
         ),
+        Migration(
+            version: 19,
+            name: "credential_kinds",
+            statements: [
+                // A sealed key says what it is (`CredentialKind`): an APNs `.p8` (every row from before) or an FCM
+                // service account (its whole JSON, sealed), so each provider loads only its own credentials.
+                """
+                ALTER TABLE signing_keys ADD COLUMN kind text NOT NULL DEFAULT 'apns_p8'
+                    CHECK (kind IN ('apns_p8', 'fcm_service_account'))
+                """
+            ]
+        ),
     ]
 }

@@ -19,6 +19,8 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
     package var rateLimits: RateLimits
     /// The quiet hours, or `nil` when the tenant has none.
     package var quietHours: QuietHours?
+    /// The tenant's Firebase project, or `nil` when it sends nothing through FCM.
+    package var fcm: FCMProject?
 
     /// Creates a configuration; ``TenantConfiguration/parse(yaml:id:file:)`` is the usual way.
     package init(
@@ -29,7 +31,8 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
         subscriptionTopics: [String] = [],
         notificationTypes: [String: NotificationType],
         rateLimits: RateLimits = RateLimits(),
-        quietHours: QuietHours? = nil
+        quietHours: QuietHours? = nil,
+        fcm: FCMProject? = nil
     ) {
         self.id = id
         self.displayName = displayName
@@ -39,6 +42,7 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
         self.notificationTypes = notificationTypes
         self.rateLimits = rateLimits
         self.quietHours = quietHours
+        self.fcm = fcm
     }
 
     enum CodingKeys: String, CodingKey {
@@ -50,6 +54,7 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
         case notificationTypes = "notification_types"
         case rateLimits = "rate_limits"
         case quietHours = "quiet_hours"
+        case fcm
     }
 
     /// An APNs environment a bundle id uses: where its builds' tokens are valid (the tenant file's `environments`).
@@ -157,6 +162,9 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
         /// provider cannot take it (unreachable, 5xx, 429, credentials refused); `nil`: ``defaultRetryFor``. A
         /// type with a positive `expiration` is held for as long as it is valid.
         package var retryFor: Int?
+        /// How the type is sent to FCM devices, or `nil` when it does not reach them (the tenant has no FCM
+        /// project, or the push type has no FCM equivalent and the file maps none).
+        package var fcm: FCMMapping?
 
         /// The hold of a type with neither a positive `expiration` nor `retry_for`: one hour.
         package static let defaultRetryFor = 3600
@@ -175,7 +183,8 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
             optOutAllowed: Bool = true,
             defaultEnabled: Bool = true,
             subscription: String? = nil,
-            retryFor: Int? = nil
+            retryFor: Int? = nil,
+            fcm: FCMMapping? = nil
         ) {
             self.pushType = pushType
             self.priority = priority
@@ -188,6 +197,7 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
             self.defaultEnabled = defaultEnabled
             self.subscription = subscription
             self.retryFor = retryFor
+            self.fcm = fcm
         }
 
         enum CodingKeys: String, CodingKey {
@@ -202,6 +212,7 @@ package struct TenantConfiguration: Sendable, Hashable, Codable {
             case defaultEnabled = "default_enabled"
             case subscription
             case retryFor = "retry_for"
+            case fcm
         }
     }
 

@@ -96,8 +96,9 @@ extension TenantConfiguration {
     }
 }
 
-/// Reads a composed YAML tree into a ``TenantConfiguration``, checking every key.
-private struct TenantFileParser {
+/// Reads a composed YAML tree into a ``TenantConfiguration``, checking every key (its FCM keys in
+/// `TenantFile+FCM.swift`).
+struct TenantFileParser {
     let file: String
 
     func error(_ node: Node?, _ key: String?, _ message: String) -> TenantFileError {
@@ -125,7 +126,7 @@ private struct TenantFileParser {
             root, path: nil, parser: self,
             allowed: [
                 "display_name", "bundle_ids", "token_policy", "subscription_topics", "notification_types",
-                "rate_limits", "quiet_hours",
+                "rate_limits", "quiet_hours", "fcm",
             ])
 
         let displayName = try string(top.required("display_name"), top.path("display_name"))
@@ -172,6 +173,8 @@ private struct TenantFileParser {
             }
         }
 
+        let fcm = try top.value("fcm").map { (node) throws(TenantFileError) in try fcmProject(node) }
+
         let typesNode = try top.required("notification_types")
         let types = try MappingReader(typesNode, path: "notification_types", parser: self, allowed: nil)
         guard !types.entries.isEmpty else {
@@ -182,7 +185,7 @@ private struct TenantFileParser {
             let path = "notification_types.\(entry.key)"
             _ = try identifier(entry.keyNode, path, text: entry.key)
             notificationTypes[entry.key] = try notificationType(
-                entry.value, path: path, bundleIDs: bundleIDs, subscriptionTopics: subscriptionTopics)
+                entry.value, path: path, bundleIDs: bundleIDs, subscriptionTopics: subscriptionTopics, fcm: fcm)
         }
 
         var rateLimits = TenantConfiguration.RateLimits()
@@ -197,17 +200,18 @@ private struct TenantFileParser {
         return TenantConfiguration(
             id: id, displayName: displayName, bundleIDs: bundleIDs, tokenPolicy: tokenPolicy,
             subscriptionTopics: subscriptionTopics, notificationTypes: notificationTypes, rateLimits: rateLimits,
-            quietHours: quietHours)
+            quietHours: quietHours, fcm: fcm)
     }
 
     func notificationType(
-        _ node: Node, path: String, bundleIDs: [String: TenantConfiguration.BundleID], subscriptionTopics: [String]
+        _ node: Node, path: String, bundleIDs: [String: TenantConfiguration.BundleID], subscriptionTopics: [String],
+        fcm: TenantConfiguration.FCMProject?
     ) throws(TenantFileError) -> TenantConfiguration.NotificationType {
         let reader = try MappingReader(
             node, path: path, parser: self,
             allowed: [
                 "push_type", "priority", "expiration", "bundle_id", "thread_id", "category", "interruption_level",
-                "opt_out_allowed", "default_enabled", "subscription", "retry_for",
+                "opt_out_allowed", "default_enabled", "subscription", "retry_for", "fcm",
             ])
         let pushType = try enumeration(
             reader.required("push_type"), reader.path("push_type"), TenantConfiguration.PushType.self,
@@ -301,10 +305,13 @@ private struct TenantFileParser {
             subscription = topic
         }
 
+        let fcmMapping = try self.fcmMapping(
+            reader.value("fcm"), path: reader.path("fcm"), pushType: pushType, project: fcm)
+
         return .init(
             pushType: pushType, priority: priority, expiration: expiration, bundleID: bundleID, threadID: threadID,
             category: category, interruptionLevel: interruptionLevel, optOutAllowed: optOutAllowed ?? true,
-            defaultEnabled: defaultEnabled ?? true, subscription: subscription, retryFor: retryFor)
+            defaultEnabled: defaultEnabled ?? true, subscription: subscription, retryFor: retryFor, fcm: fcmMapping)
     }
 
     func rateLimits(
@@ -521,7 +528,7 @@ private struct TenantFileParser {
 }
 
 /// A mapping of a tenant file whose keys are checked (``YAMLMapping``), read by key path.
-private struct MappingReader {
+struct MappingReader {
     let prefix: String?
     let entries: [YAMLMapping.Entry]
 

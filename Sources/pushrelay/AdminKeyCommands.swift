@@ -22,41 +22,81 @@ struct MasterKeyOptions: ParsableArguments {
     }
 }
 
-/// The new key of `add` and `rotate`.
+/// The new key of `add` and `rotate`: an APNs `.p8` with its ids, or an FCM service account.
 struct NewKeyOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Apple's .p8 file (PKCS#8 P-256 private key).", valueName: "file"))
-    var p8: String
+    var p8: String?
 
-    @Option(help: "Apple's 10-character key id.")
-    var keyID: String
+    @Option(help: "Apple's 10-character key id (with --p8).")
+    var keyID: String?
 
-    @Option(help: "Apple's 10-character team id.")
-    var teamID: String
+    @Option(help: "Apple's 10-character team id (with --p8).")
+    var teamID: String?
 
-    /// Reads the `.p8` file's text.
-    func pem() throws -> String {
+    @Option(
+        help: ArgumentHelp(
+            "A Google service account's JSON file (FCM HTTP v1), instead of a .p8: its project must be the tenant "
+                + "file's fcm.project_id; its private_key_id is the key id.", valueName: "file"))
+    var fcmServiceAccount: String?
+
+    /// Refuses a mix of the two kinds, or a `.p8` without its ids.
+    func validate() throws {
+        if fcmServiceAccount != nil {
+            guard p8 == nil, keyID == nil, teamID == nil else {
+                throw ValidationError(
+                    "--fcm-service-account excludes --p8, --key-id and --team-id (the file names its key and project)")
+            }
+        } else if p8 == nil || keyID == nil || teamID == nil {
+            throw ValidationError(
+                "give --p8, --key-id and --team-id (an APNs key), or --fcm-service-account (an FCM service account)")
+        }
+    }
+
+    /// The checked key: a `.p8`'s text and ids (the store checks them), or a service account checked by
+    /// ``ServiceAccountFile`` (its project against the tenant's when stored).
+    func newKey() throws -> NewKey {
+        if let fcmServiceAccount { return .fcm(try ServiceAccountFile(path: fcmServiceAccount)) }
+        // validate() made sure all three are there.
+        let (p8, keyID, teamID) = (p8 ?? "", keyID ?? "", teamID ?? "")
         do {
-            return try String(contentsOfFile: p8, encoding: .utf8)
+            return .p8(pem: try String(contentsOfFile: p8, encoding: .utf8), keyID: keyID, teamID: teamID)
         } catch {
             throw Failure(message: "cannot read key file \(p8): \((error as NSError).localizedDescription)")
         }
     }
 }
 
+/// A new key read from the command line's files.
+enum NewKey: Sendable {
+    /// An APNs `.p8`'s text, key id and team id.
+    case p8(pem: String, keyID: String, teamID: String)
+    /// An FCM service account.
+    case fcm(ServiceAccountFile)
+}
+
 /// Prints a key's metadata line.
 private func printKey(_ key: SigningKeyRecord, verb: String) {
-    print(
-        "\(verb) \(key.tenantID) key \(key.keyID) team \(key.teamID) \(key.environment.rawValue) "
-            + "fingerprint \(key.fingerprint) (\(key.status.rawValue))")
+    switch key.kind {
+    case .apnsP8:
+        print(
+            "\(verb) \(key.tenantID) key \(key.keyID) team \(key.teamID) \(key.environment.rawValue) "
+                + "fingerprint \(key.fingerprint) (\(key.status.rawValue))")
+    case .fcmServiceAccount:
+        print(
+            "\(verb) \(key.tenantID) FCM service account \(key.keyID) project \(key.teamID) "
+                + "fingerprint \(key.fingerprint) (\(key.status.rawValue))")
+    }
 }
 
 /// `pushrelay admin key ...`.
 struct AdminKeyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
-        abstract: "Add, list, rotate, retire and remove a tenant's APNs signing keys.",
+        abstract: "Add, list, rotate, retire and remove a tenant's APNs signing keys and FCM service accounts.",
         discussion: """
-            Keys are stored sealed with AES-256-GCM under the master key (--master-key-file, else \
+            A key is an APNs .p8 (--p8, --key-id, --team-id) or a Google service account's JSON file for FCM \
+            (--fcm-service-account: its project must be the one the tenant file's fcm.project_id names; its \
+            private_key_id is its key id). Keys are stored sealed with AES-256-GCM under the master key (--master-key-file, else \
             PUSHRELAY_MASTER_KEY; pushrelay admin master-key generate makes one), bound to their tenant and key \
             id. The key itself is never stored in clear, printed or logged; list shows metadata and a fingerprint \
             (SHA-256 of the public key). Every change is announced with NOTIFY pushrelay_keys, '<tenant>' so a \
@@ -68,7 +108,7 @@ struct AdminKeyCommand: AsyncParsableCommand {
     /// `pushrelay admin key add TENANT`.
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check a .p8 key (it must sign a provider token that verifies) and store it sealed.",
+            abstract: "Check a .p8 key or an FCM service account (it must sign, and verify) and store it sealed.",
             discussion: "A key that is refused is not stored. The master key is required.")
 
         @Argument(help: "The tenant id.")
@@ -76,22 +116,37 @@ struct AdminKeyCommand: AsyncParsableCommand {
 
         @OptionGroup var key: NewKeyOptions
 
-        @Option(help: "The APNs environments the key is used for.")
-        var environment: SigningKeyEnvironment = .both
+        @Option(help: "The APNs environments a .p8 is used for (default: both).")
+        var environment: SigningKeyEnvironment?
 
         @OptionGroup var masterKey: MasterKeyOptions
 
         @OptionGroup var database: DatabaseOptions
 
+        /// Refuses an environment for a service account: FCM has none.
+        func validate() throws {
+            if key.fcmServiceAccount != nil, environment != nil {
+                throw ValidationError("--environment is an APNs key's; an FCM service account has none")
+            }
+        }
+
         func run() async throws {
             let masterKey = try self.masterKey.load()
-            let pem = try key.pem()
-            let (tenant, keyID, teamID, environment) = (self.tenant, key.keyID, key.teamID, self.environment)
+            let newKey = try key.newKey()
+            let (tenant, environment) = (self.tenant, self.environment ?? .both)
             try await database.withStore { store in
-                let record = try await store.addSigningKey(
-                    tenant: tenant, p8PEM: pem, keyID: keyID, teamID: teamID, environment: environment,
-                    masterKey: masterKey)
-                printKey(record, verb: "added")
+                switch newKey {
+                case .p8(let pem, let keyID, let teamID):
+                    let record = try await store.addSigningKey(
+                        tenant: tenant, p8PEM: pem, keyID: keyID, teamID: teamID, environment: environment,
+                        masterKey: masterKey)
+                    printKey(record, verb: "added")
+                case .fcm(let account):
+                    let record = try await store.addSigningKey(
+                        tenant: tenant, credential: account.credential(for: tenant, in: store), masterKey: masterKey)
+                    printKey(record, verb: "added")
+                    print("client email \(account.clientEmail)")
+                }
             }
         }
     }
@@ -99,7 +154,9 @@ struct AdminKeyCommand: AsyncParsableCommand {
     /// `pushrelay admin key list TENANT`.
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List a tenant's signing keys: key id, team id, environment, fingerprint, status, dates.")
+            abstract:
+                "List a tenant's signing keys: kind, key id, team id (project), environment, fingerprint, status, dates."
+        )
 
         @Argument(help: "The tenant id.")
         var tenant: String
@@ -115,11 +172,18 @@ struct AdminKeyCommand: AsyncParsableCommand {
                     return
                 }
                 let dates = ISO8601DateFormatter()
-                print("KEY ID      TEAM ID     ENVIRONMENT  FINGERPRINT                       STATUS    CREATED")
+                // Service accounts' ids are longer than Apple's 10 characters: the columns widen to the longest.
+                let idWidth = keys.map(\.keyID.count).max().map { max($0, 10) } ?? 10
+                let teamWidth = keys.map(\.teamID.count).max().map { max($0, 12) } ?? 12
+                func column(_ text: String, _ width: Int) -> String {
+                    text.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+                }
+                print(
+                    column("KIND", 19) + column("KEY ID", idWidth) + column("TEAM/PROJECT", teamWidth)
+                        + "ENVIRONMENT  FINGERPRINT                       STATUS    CREATED")
                 for key in keys {
                     var line =
-                        key.keyID.padding(toLength: 10, withPad: " ", startingAt: 0) + "  "
-                        + key.teamID.padding(toLength: 10, withPad: " ", startingAt: 0) + "  "
+                        column(key.kind.rawValue, 19) + column(key.keyID, idWidth) + column(key.teamID, teamWidth)
                         + key.environment.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0) + "  "
                         + key.fingerprint + "  " + key.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
                         + "  " + dates.string(from: key.createdAt)
@@ -149,23 +213,36 @@ struct AdminKeyCommand: AsyncParsableCommand {
 
         @OptionGroup var key: NewKeyOptions
 
-        @Option(help: "The new key's APNs environments (production, development or both); default: the old key's.")
+        @Option(help: "The new .p8's APNs environments (production, development or both); default: the old key's.")
         var environment: SigningKeyEnvironment?
 
         @OptionGroup var masterKey: MasterKeyOptions
 
         @OptionGroup var database: DatabaseOptions
 
+        /// Refuses an environment for a service account: FCM has none.
+        func validate() throws {
+            if key.fcmServiceAccount != nil, environment != nil {
+                throw ValidationError("--environment is an APNs key's; an FCM service account has none")
+            }
+        }
+
         func run() async throws {
             let masterKey = try self.masterKey.load()
-            let pem = try key.pem()
-            let (tenant, oldKeyID, keyID, teamID, environment) = (
-                self.tenant, self.oldKeyID, key.keyID, key.teamID, self.environment
-            )
+            let newKey = try key.newKey()
+            let (tenant, oldKeyID, environment) = (self.tenant, self.oldKeyID, self.environment)
             try await database.withStore { store in
-                let record = try await store.rotateSigningKey(
-                    tenant: tenant, oldKeyID: oldKeyID, p8PEM: pem, keyID: keyID, teamID: teamID,
-                    environment: environment, masterKey: masterKey)
+                let record: SigningKeyRecord
+                switch newKey {
+                case .p8(let pem, let keyID, let teamID):
+                    record = try await store.rotateSigningKey(
+                        tenant: tenant, oldKeyID: oldKeyID, p8PEM: pem, keyID: keyID, teamID: teamID,
+                        environment: environment, masterKey: masterKey)
+                case .fcm(let account):
+                    record = try await store.rotateSigningKey(
+                        tenant: tenant, oldKeyID: oldKeyID, credential: account.credential(for: tenant, in: store),
+                        masterKey: masterKey)
+                }
                 printKey(record, verb: "added")
                 print("\(oldKeyID) is retiring (pushrelay admin key retire \(tenant) --key-id \(oldKeyID) retires it)")
             }

@@ -56,7 +56,7 @@ struct AdminStatusCommand: AsyncParsableCommand {
             }
             let environments = Set(tenant.configuration.bundleIDs.values.flatMap(\.environments))
             for environment in environments.sorted(by: { $0.rawValue < $1.rawValue }) {
-                let usable = keys.filter { $0.environment.covers(environment) }
+                let usable = keys.filter { $0.kind == .apnsP8 && $0.environment.covers(environment) }
                 var keyText = usable.isEmpty ? "none" : usable.map(\.keyID).joined(separator: ",")
                 if !usable.isEmpty && masterKey != nil { keyText += " (\(opens))" }
                 var notes: [String] = []

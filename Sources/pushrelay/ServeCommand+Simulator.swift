@@ -29,7 +29,10 @@ extension ServeSettings {
             configuration.keys.append(APNsSimulatorKey(key))
             configuration.topics.append(contentsOf: record.configuration.bundleIDs.keys)
             if let masterKey, let stored = try? await store.loadSigningKeys(tenant: record.id, masterKey: masterKey) {
-                configuration.keys.append(contentsOf: stored.compactMap { try? APNsSimulatorKey($0.apnsSigningKey()) })
+                configuration.keys.append(
+                    contentsOf: stored.filter { $0.kind == .apnsP8 }.compactMap {
+                        try? APNsSimulatorKey($0.apnsSigningKey())
+                    })
             }
         }
         let simulator = try await APNsSimulator.start(configuration: configuration, group: group.next())

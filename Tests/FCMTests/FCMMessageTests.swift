@@ -25,9 +25,51 @@ import Testing
         #expect((odd?["message"] as? [String: Any])?["token"] as? String == #"a"b"#)
     }
 
+    @Test func theAPNsBlockCarriesItsHeadersAndThePayloadAsItIs() throws {
+        let payload = Data(#"{"aps":{"alert":{"title":"Grillabend","body":"Samstag"},"thread-id":"e-4711"}}"#.utf8)
+        let headers = ["apns-push-type": "alert", "apns-priority": "10", "apns-collapse-id": "event-4711"]
+        let message = FCMMessage(
+            notification: .init(title: "Grillabend", body: "Samstag"), data: ["type": "event_created"],
+            apns: .init(headers: headers, payload: payload))
+        #expect(message.problem() == nil)
+        let json = try #require(try JSONSerialization.jsonObject(with: message.body(to: "t:1")) as? [String: Any])
+        let sent = try #require(json["message"] as? [String: Any])
+        #expect(sent["token"] as? String == "t:1" && sent["data"] as? [String: String] == ["type": "event_created"])
+        let apns = try #require(sent["apns"] as? [String: Any])
+        #expect(apns["headers"] as? [String: String] == headers)
+        let aps = try #require((apns["payload"] as? [String: Any])?["aps"] as? [String: Any])
+        #expect(aps["thread-id"] as? String == "e-4711")
+        #expect((aps["alert"] as? [String: Any])?["title"] as? String == "Grillabend")
+        // The payload's bytes are in the body unchanged; without headers there is no headers key.
+        #expect(
+            String(decoding: message.body(to: "t:1"), as: UTF8.self).contains(String(decoding: payload, as: UTF8.self)))
+        let bare = FCMMessage(data: ["a": "b"], apns: .init(payload: Data(#"{"aps":{"content-available":1}}"#.utf8)))
+        let bareJSON = try JSONSerialization.jsonObject(with: bare.body(to: "t")) as? [String: Any]
+        let bareAPNs = try #require((bareJSON?["message"] as? [String: Any])?["apns"] as? [String: Any])
+        #expect(bareAPNs["headers"] == nil && bareAPNs["payload"] is [String: Any])
+    }
+
+    @Test func theAPNsPayloadMustBeAnObjectAndCountsTowardsTheSizeLimit() {
+        for text in ["[1]", "not json", "", #""aps""#] {
+            #expect(
+                FCMMessage(apns: .init(payload: Data(text.utf8))).problem() == "the apns payload is not a JSON object")
+        }
+        let payload = Data(#"{"aps":{}}"#.utf8)
+        let fits = FCMMessage(
+            data: ["big": String(repeating: "x", count: 4_093 - payload.count)], apns: .init(payload: payload))
+        #expect(fits.problem() == nil)
+        var over = fits
+        over.data["big"]! += "x"
+        #expect(over.problem() == "the FCM payload with its apns payload is 4097 bytes, more than 4096")
+        // The same data alone fits: the apns payload is what tips it over.
+        over.apns = nil
+        #expect(over.problem() == nil)
+    }
+
     @Test func whatFCMRefusesIsSaidBeforeSending() {
         #expect(FCMMessage(data: ["from": "x"]).problem() == #"the data key "from" is reserved by FCM"#)
         #expect(FCMMessage(data: ["google.c.a": "x"]).problem() != nil)
+        #expect(FCMMessage.isReservedDataKey("gcm.notification.body") && !FCMMessage.isReservedDataKey("type"))
         #expect(FCMMessage(android: .init(ttlSeconds: 2_419_201)).problem() != nil)
         #expect(FCMMessage(data: ["big": String(repeating: "x", count: 4_094)]).problem() != nil)
         #expect(FCMMessage(data: ["big": String(repeating: "x", count: 4_093)]).problem() == nil)

@@ -381,6 +381,8 @@ extension RelayServerSuites {
                 send.alert.body = "Board games in Climbing crew"
                 send.sound = "default"
                 send.customJson = try jsonText(created)
+                // What dispo's FCM data templates fill (Tenants/dispo.yaml); APNs devices get custom_json.
+                send.templateValues = ["event_id": "evt-17"]
                 send.wait = true
                 var before = Date()
                 let event = try await client.send(send)
@@ -411,6 +413,7 @@ extension RelayServerSuites {
                 send.alert.body = "Someone commented on Board games"
                 send.sound = "default"
                 send.customJson = try jsonText(comment)
+                send.templateValues = ["event_id": "evt-17"]
                 send.wait = true
                 before = Date()
                 let commented = try await client.send(send)

@@ -27,11 +27,13 @@ package enum SigningKeyStatus: String, Sendable, Hashable, CaseIterable, Codable
 package struct SigningKeyRecord: Sendable, Hashable {
     /// The tenant the key belongs to.
     package var tenantID: String
-    /// Apple's 10-character key id (`kid`).
+    /// What kind of credential it is: which provider uses it.
+    package var kind: CredentialKind
+    /// Apple's 10-character key id (`kid`); for an FCM service account its `private_key_id`.
     package var keyID: String
-    /// Apple's 10-character team id (`iss`).
+    /// Apple's 10-character team id (`iss`); for an FCM service account its `project_id`.
     package var teamID: String
-    /// The environments it is used for.
+    /// The environments it is used for (APNs'; ``SigningKeyEnvironment/both`` for an FCM service account).
     package var environment: SigningKeyEnvironment
     /// The first 16 bytes of SHA-256 of the public key's DER (SubjectPublicKeyInfo), as 32 hex digits.
     package var fingerprint: String
@@ -49,6 +51,39 @@ package struct SigningKeyRecord: Sendable, Hashable {
 package enum CredentialKind: String, Sendable, Hashable, CaseIterable, Codable {
     /// An APNs token-based authentication key (`.p8`): a P-256 private key, its bytes PKCS#8 DER.
     case apnsP8 = "apns_p8"
+    /// A Google service account that sends through FCM HTTP v1: its bytes the whole JSON file Google gives.
+    case fcmServiceAccount = "fcm_service_account"
+}
+
+/// A credential checked by its provider's layer, ready to be sealed and stored: the store keeps it without knowing
+/// its format (it imports no provider engine), so whoever builds one has checked `material` is what `kind` says.
+package struct CheckedCredential: Sendable {
+    /// What the bytes are.
+    package var kind: CredentialKind
+    /// The credential's id, unique per tenant (a `.p8`'s key id; a service account's `private_key_id`).
+    package var keyID: String
+    /// Whom it signs for (a `.p8`'s team id; a service account's `project_id`).
+    package var teamID: String
+    /// ``RelayStore/fingerprint(publicKeyDER:)`` of its public key.
+    package var fingerprint: String
+    /// The secret bytes, sealed before they are stored (never logged or printed: no description shows them).
+    package var material: Data
+
+    /// A checked credential of `kind`.
+    package init(kind: CredentialKind, keyID: String, teamID: String, fingerprint: String, material: Data) {
+        self.kind = kind
+        self.keyID = keyID
+        self.teamID = teamID
+        self.fingerprint = fingerprint
+        self.material = material
+    }
+}
+
+extension CheckedCredential: CustomStringConvertible {
+    /// The metadata only, never the material: printing or logging one leaks nothing.
+    package var description: String {
+        "CheckedCredential(\(kind.rawValue) \(keyID) for \(teamID), fingerprint \(fingerprint))"
+    }
 }
 
 /// A stored signing key unsealed for the relay: its metadata, its kind and its bytes, which the provider
@@ -56,8 +91,9 @@ package enum CredentialKind: String, Sendable, Hashable, CaseIterable, Codable {
 package struct UnsealedSigningKey: Sendable {
     /// The key's metadata.
     package var record: SigningKeyRecord
-    /// What the bytes are.
-    package var kind: CredentialKind
-    /// The private key's bytes (for ``CredentialKind/apnsP8``: PKCS#8 DER of a P-256 key).
+    /// What the bytes are (the record's kind).
+    package var kind: CredentialKind { record.kind }
+    /// The private key's bytes (for ``CredentialKind/apnsP8``: PKCS#8 DER of a P-256 key; for
+    /// ``CredentialKind/fcmServiceAccount``: the service account's JSON).
     package var material: Data
 }

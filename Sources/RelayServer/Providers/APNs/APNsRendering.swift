@@ -43,7 +43,9 @@ struct APNsRendering: ProviderRendering {
         }
     }
 
-    private static func aps(_ request: Pushrelay_V1_Send, plan: SendPlan) -> APNsPayload.APS {
+    /// The `aps` dictionary of `request` with `plan`'s neutral fields: the APNs payload's, and that of FCM's `apns`
+    /// block (``FCMRendering``).
+    static func aps(_ request: Pushrelay_V1_Send, plan: SendPlan) -> APNsPayload.APS {
         var aps = APNsPayload.APS()
         if request.hasAlert {
             let alert = request.alert

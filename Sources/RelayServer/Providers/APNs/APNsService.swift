@@ -65,8 +65,9 @@ struct APNsService: PushService {
         return environment
     }
 
-    /// The key `tenant` signs with in `environment`: its newest active stored key for it, else the fallback
-    /// key (the simulator's).
+    /// The key `tenant` signs with in `environment`: its newest active stored `.p8` for it, else the fallback
+    /// key (the simulator's). Stored credentials of other kinds (an FCM service account) are not APNs keys and are
+    /// passed over.
     ///
     /// - Throws: ``PoolUnavailable`` (a configuration fault) when there is none, or the relay cannot open it.
     func signingKey(
@@ -75,7 +76,7 @@ struct APNsService: PushService {
         let records: [SigningKeyRecord]
         do {
             records = try await store.listSigningKeys(tenant: tenant).filter {
-                $0.status != .retired && $0.environment.covers(environment)
+                $0.kind == .apnsP8 && $0.status != .retired && $0.environment.covers(environment)
             }
         } catch {
             throw PoolUnavailable(
@@ -91,7 +92,9 @@ struct APNsService: PushService {
             }
             let keys: [UnsealedSigningKey]
             do {
-                keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey)
+                keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey).filter {
+                    $0.kind == .apnsP8
+                }
             } catch  where error.code == .wrongMasterKey {
                 throw PoolUnavailable(
                     reason: "master_key_mismatch",
