@@ -2,6 +2,8 @@ import APNs
 import APNsSimulator
 import Crypto
 import EmbeddedPostgres
+import FCM
+import FCMSimulator
 import Foundation
 import Logging
 import NIOCore
@@ -35,6 +37,9 @@ struct RelayHarness: Sendable {
     /// The relay under test, built as `serve` builds it.
     let relay: Relay
     let simulator: APNsSimulator
+    /// The FCM simulator, when the test asked for one (`fcm: true`): each tenant with a Firebase project sends
+    /// there with an account of its own.
+    let fcm: FCMSimulator?
     /// The simulator's configuration, to start it again on the same port after an outage.
     let simulatorConfiguration: APNsSimulatorConfiguration
     let group: any EventLoopGroup
@@ -60,6 +65,7 @@ struct RelayHarness: Sendable {
         configure: (inout RelayListenerConfiguration) -> Void = { _ in },
         configureRelay: @escaping @Sendable (inout Relay.Configuration) -> Void = { _ in },
         simulatorKeys: [APNsSigningKey] = [],
+        fcm: Bool = false,
         requestsPerSecond: Double = 1_000,
         requestBurst: Int? = nil,
         fanOut: Bool = true,
@@ -81,7 +87,7 @@ struct RelayHarness: Sendable {
             try await RelayStore.withStore(configuration: .init(embedded: endpoint), logger: logger) { store in
                 try await store.migrate()
                 let options = Options(
-                    folder: folder, simulatorKeys: simulatorKeys, requestsPerSecond: requestsPerSecond,
+                    folder: folder, simulatorKeys: simulatorKeys, fcm: fcm, requestsPerSecond: requestsPerSecond,
                     requestBurst: requestBurst ?? max(1, Int(requestsPerSecond)), fanOut: fanOut,
                     backgroundParts: backgroundParts, runsParts: runsParts, configureRelay: configureRelay)
                 try await run(store: store, configuration: serverConfiguration, options: options, logger: logger, body)
@@ -97,6 +103,7 @@ struct RelayHarness: Sendable {
     private struct Options {
         var folder: String
         var simulatorKeys: [APNsSigningKey]
+        var fcm: Bool
         var requestsPerSecond: Double
         var requestBurst: Int
         var fanOut: Bool
@@ -139,6 +146,21 @@ struct RelayHarness: Sendable {
         )
         let masterKey = MasterKey.generate()
         var relayConfiguration = Relay.Configuration(server: configuration, target: target, masterKey: masterKey)
+        var fcm: FCMSimulator?
+        if options.fcm {
+            let simulator = try await FCMSimulator.start(
+                configuration: FCMSimulatorConfiguration(certificateDirectory: options.folder + "/fcm-sim"),
+                group: group.next())
+            var accounts: [String: FCMServiceAccount] = [:]
+            for tenant in tenants {
+                guard let project = tenant.fcm?.projectID else { continue }
+                accounts[tenant.id] = try FCMServiceAccount(json: simulator.makeServiceAccount(projectID: project))
+            }
+            relayConfiguration.fcmTarget = FCMTarget(
+                endpoint: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
+                connectionsPerPool: 1, fallbackAccounts: accounts)
+            fcm = simulator
+        }
         relayConfiguration.requestsPerSecond = options.requestsPerSecond
         relayConfiguration.requestBurst = options.requestBurst
         relayConfiguration.runsFanOut = options.fanOut
@@ -152,7 +174,7 @@ struct RelayHarness: Sendable {
         var restart = simulatorConfiguration
         restart.port = simulator.port
         let harness = RelayHarness(
-            relay: relay, simulator: simulator, simulatorConfiguration: restart, group: group,
+            relay: relay, simulator: simulator, fcm: fcm, simulatorConfiguration: restart, group: group,
             credentials: credentials, masterKey: masterKey, parts: parts
         )
         do {
@@ -175,6 +197,7 @@ struct RelayHarness: Sendable {
             await pools.shutdown(gracePeriod: .zero)
         }
         try? await simulator.shutdown()
+        try? await fcm?.shutdown()
         try? await group.shutdownGracefully()
     }
 

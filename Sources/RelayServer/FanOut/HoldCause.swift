@@ -29,6 +29,17 @@ enum HoldCause: Hashable, Sendable {
                 + "the app, then pushrelay admin tenant sync"
         case "no_signing_key":
             "the tenant has no signing key for this environment: pushrelay admin key add \(tenant) ..."
+        case "no_service_account":
+            "the tenant has no FCM service account: pushrelay admin key add \(tenant) --fcm-service-account FILE.json"
+        case "token_refused", "UNAUTHENTICATED":
+            "Google refuses the FCM service account's access token: check that its key still exists in the Google "
+                + "Cloud console, then add a new key file with pushrelay admin key rotate \(tenant) "
+                + "--fcm-service-account FILE.json"
+        case "PERMISSION_DENIED":
+            "FCM refuses the service account for the project: check that it belongs to the tenant file's "
+                + "fcm.project_id and may send messages (the Firebase Admin SDK role)"
+        case "invalid_service_account":
+            "the stored FCM service account is unusable: add a new key file with pushrelay admin key rotate"
         case "no_master_key":
             "the relay has no master key: give it master_key_file or PUSHRELAY_MASTER_KEY"
         case "master_key_mismatch":

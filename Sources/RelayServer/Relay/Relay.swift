@@ -48,9 +48,11 @@ package struct Relay: Sendable {
     ) async throws -> Relay {
         let apns = APNsService(
             store: store, masterKey: configuration.masterKey, target: configuration.target, group: group)
+        let fcm = FCMService(
+            store: store, masterKey: configuration.masterKey, target: configuration.fcmTarget, group: group)
         let pools = PoolRegistry(
             store: store, masterKey: configuration.masterKey,
-            services: PushServices([apns] + configuration.additionalServices), logger: logger,
+            services: PushServices([apns, fcm] + configuration.additionalServices), logger: logger,
             relayName: ProcessInfo.processInfo.hostName
         )
         let service = RelayService(
@@ -63,8 +65,9 @@ package struct Relay: Sendable {
             let records = try await store.listTenants().filter(\.enabled)
             await pools.warm(
                 records.flatMap { record in
-                    Set(record.configuration.bundleIDs.values.flatMap(\.environments)).map(Destination.apns).sorted()
-                        .map { (tenant: record.id, destination: $0) }
+                    let apns = Set(record.configuration.bundleIDs.values.flatMap(\.environments)).map(Destination.apns)
+                    let fcm = record.configuration.fcm == nil ? [] : [FCMService.destination]
+                    return (apns.sorted() + fcm).map { (tenant: record.id, destination: $0) }
                 }
             )
         }

@@ -73,39 +73,10 @@ struct APNsService: PushService {
     func signingKey(
         tenant: String, environment: TenantConfiguration.Environment
     ) async throws(PoolUnavailable) -> APNsSigningKey {
-        let records: [SigningKeyRecord]
-        do {
-            records = try await store.listSigningKeys(tenant: tenant).filter {
-                $0.kind == .apnsP8 && $0.status != .retired && $0.environment.covers(environment)
-            }
-        } catch {
-            throw PoolUnavailable(
-                reason: "database", message: "signing keys not read: \(error)", isConfiguration: false)
-        }
+        let stored = StoredCredentials(store: store, masterKey: masterKey)
+        let records = try await stored.records(tenant: tenant, kind: .apnsP8) { $0.environment.covers(environment) }
         if !records.isEmpty {
-            guard let masterKey else {
-                throw PoolUnavailable(
-                    reason: "no_master_key",
-                    message: "tenant \(tenant) has stored signing keys but the relay has no master key "
-                        + "(give it master_key_file or PUSHRELAY_MASTER_KEY)",
-                    isConfiguration: true)
-            }
-            let keys: [UnsealedSigningKey]
-            do {
-                keys = try await store.loadSigningKeys(tenant: tenant, masterKey: masterKey).filter {
-                    $0.kind == .apnsP8
-                }
-            } catch  where error.code == .wrongMasterKey {
-                throw PoolUnavailable(
-                    reason: "master_key_mismatch",
-                    message: "the relay's master key does not open the stored signing keys of \(tenant) "
-                        + "(it is not the master key that sealed them)",
-                    isConfiguration: true)
-            } catch {
-                throw PoolUnavailable(
-                    reason: error.isTransient ? "database" : "invalid_signing_key", message: "\(error)",
-                    isConfiguration: !error.isTransient)
-            }
+            let keys = try await stored.unsealed(tenant: tenant, kind: .apnsP8)
             if let newest = keys.first(where: {
                 $0.record.status == .active && $0.record.environment.covers(environment)
             })
