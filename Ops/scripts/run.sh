@@ -33,11 +33,14 @@ echo "==> run.sh: pushrelay admin migrate, then admin tenant sync Tenants"
 "$bin" admin migrate
 "$bin" admin tenant sync Tenants
 mkdir -p .pushrelay
-if [ ! -s .pushrelay/circl.credential ]; then
-    (umask 077 && "$bin" admin credential issue circl --name run.sh | sed -n 's/^secret: //p' \
-        >.pushrelay/circl.credential)
-    echo "==> run.sh: circl's credential saved in .pushrelay/circl.credential"
-fi
+# circl's (an iPhone app) and dispo's (iPhone and Android, through APNs and FCM): README's first notification.
+for tenant in circl dispo; do
+    if [ ! -s ".pushrelay/$tenant.credential" ]; then
+        (umask 077 && "$bin" admin credential issue "$tenant" --name run.sh | sed -n 's/^secret: //p' \
+            >".pushrelay/$tenant.credential")
+        echo "==> run.sh: $tenant's credential saved in .pushrelay/$tenant.credential"
+    fi
+done
 
 echo "==> run.sh: pushrelay serve --apns-simulator $*"
 exec "$bin" serve --apns-simulator "$@"

@@ -1,6 +1,8 @@
 import APNs
 import APNsSimulator
 import Crypto
+import FCM
+import FCMSimulator
 import Logging
 import NIOCore
 import RelayServer
@@ -42,6 +44,29 @@ extension ServeSettings {
             connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: maxConnectionsPerPool,
             fallbackKeys: fallbackKeys
         )
+        return (simulator, target)
+    }
+
+    /// Starts the in-process FCM simulator for `serve --apns-simulator` with a service account of its own for each
+    /// enabled tenant with a Firebase project (used while the tenant has no stored one), and returns it with the
+    /// target that sends there.
+    func startFCMSimulator(
+        store: RelayStore, group: any EventLoopGroup, logger: Logger
+    ) async throws -> (simulator: FCMSimulator, target: FCMTarget) {
+        let simulator = try await FCMSimulator.start(
+            configuration: FCMSimulatorConfiguration(certificateDirectory: simDir + "/fcm"), group: group.next())
+        var accounts: [String: FCMServiceAccount] = [:]
+        for record in try await store.listTenants().filter(\.enabled) {
+            guard let project = record.configuration.fcm?.projectID else { continue }
+            accounts[record.id] = try FCMServiceAccount(json: simulator.makeServiceAccount(projectID: project))
+        }
+        logger.info(
+            "FCM simulator started",
+            metadata: ["port": "\(simulator.port)", "ca": "\(simulator.caFile)", "projects": "\(accounts.count)"])
+        let target = FCMTarget(
+            endpoint: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
+            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: max(maxConnectionsPerPool, 2),
+            messagesPerMinute: fcmMessagesPerMinute, fallbackAccounts: accounts)
         return (simulator, target)
     }
 

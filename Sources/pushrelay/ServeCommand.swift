@@ -1,5 +1,6 @@
 import APNsSimulator
 import ArgumentParser
+import FCMSimulator
 import Foundation
 import Logging
 import NIOPosix
@@ -19,8 +20,10 @@ struct ServeCommand: AsyncParsableCommand {
             database and unsealed with the master key (--master-key-file or PUSHRELAY_MASTER_KEY); a key change \
             (`pushrelay admin key ...`) rebuilds that tenant's pools without a restart.
 
-            With --apns-simulator the relay starts the APNs simulator in-process and sends there: tenants \
-            without a stored key get an ephemeral one. Without it, it sends to Apple (production and sandbox).
+            With --apns-simulator the relay starts the APNs and FCM simulators in-process and sends there: \
+            tenants without a stored key get an ephemeral one, and tenants with a Firebase project without a \
+            stored service account one of the FCM simulator's. Without it, it sends to Apple (production and \
+            sandbox) and Google.
 
             Every setting is a flag, a PUSHRELAY_* environment variable, or a key of the --config file, in that \
             order of precedence (README: "Settings").
@@ -46,7 +49,9 @@ struct ServeCommand: AsyncParsableCommand {
     var tenants: String?
     @Option(help: "File holding the master key that unseals signing keys (default: PUSHRELAY_MASTER_KEY).")
     var masterKeyFile: String?
-    @Flag(inversion: .prefixedNo, help: "Send to an in-process APNs simulator instead of Apple (default off).")
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Send to in-process APNs and FCM simulators instead of Apple and Google (default off).")
     var apnsSimulator: Bool?
     @Option(help: "Folder for the simulator's CA (default .pushrelay/apns-sim).")
     var simDir: String?
@@ -200,11 +205,15 @@ extension ServeSettings {
             let group = MultiThreadedEventLoopGroup.singleton
             var configuration = base
             var simulator: APNsSimulator?
+            var fcmSimulator: FCMSimulator?
             if settings.apnsSimulator {
                 let started = try await settings.startSimulator(
                     store: store, masterKey: masterKey, group: group, logger: logger)
                 simulator = started.simulator
                 configuration.target = started.target
+                let fcm = try await settings.startFCMSimulator(store: store, group: group, logger: logger)
+                fcmSimulator = fcm.simulator
+                configuration.fcmTarget = fcm.target
             }
             let relay = try await Relay.start(configuration: configuration, store: store, group: group, logger: logger)
             try settings.announce(relay, logger: logger)
@@ -218,6 +227,7 @@ extension ServeSettings {
                 try await relay.run()
             }
             try? await simulator?.shutdown()
+            try? await fcmSimulator?.shutdown()
             logger.notice("pushrelay: stopped")
         }
     }

@@ -108,8 +108,10 @@ enum RelayMetrics {
                 Counter(label: sendsRefusedLabel, dimensions: [("tenant", tenant.id), ("reason", code.name)])
                     .increment(by: 0)
             }
-            for environment in Set(tenant.configuration.bundleIDs.values.flatMap(\.environments)) {
-                providerFault(tenant: tenant.id, environment: environment.rawValue, reason: "none", on: false)
+            var destinations = Set(tenant.configuration.bundleIDs.values.flatMap(\.environments).map(\.rawValue))
+            if tenant.configuration.fcm != nil { destinations.insert(Destination(provider: .fcm).storedName) }
+            for destination in destinations {
+                providerFault(tenant: tenant.id, environment: destination, reason: "none", on: false)
             }
         }
     }

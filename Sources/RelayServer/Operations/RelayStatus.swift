@@ -26,9 +26,11 @@ package struct RelayStatus: Codable, Sendable, Hashable {
         package var environments: [Destination]
     }
 
-    /// One tenant's destination (an APNs environment).
+    /// One tenant's destination (an APNs environment, its Firebase project).
     package struct Destination: Codable, Sendable, Hashable {
-        /// `production` or `development`.
+        /// The push service: `apns` or `fcm`.
+        package var provider: String
+        /// The destination's stored name: APNs' `production` or `development`, or `fcm`.
         package var environment: String
         /// `delivering`, `connecting` (no ready connection yet), `unreachable` (held for an outage), `faulted`
         /// (held for a configuration fault) or `idle` (no pool built yet).
@@ -104,7 +106,8 @@ extension PoolRegistry {
                 pool.readyConnections > 0 ? "delivering" : (pool.connections > 0 ? "connecting" : "unreachable")
             } else { "idle" }
         return RelayStatus.Destination(
-            environment: destination.storedName, state: state, pool: pool, keyProblem: keyProblem, fault: fault,
+            provider: destination.provider.rawValue, environment: destination.storedName, state: state, pool: pool,
+            keyProblem: keyProblem, fault: fault,
             held: [])
     }
 }
