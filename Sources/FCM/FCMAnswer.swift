@@ -23,6 +23,10 @@ public enum FCMAnswer: Sendable, Hashable {
     /// The meaning of an answer of `status` with `body` (Google's error JSON, or the success JSON) and the
     /// `Retry-After` header's value, if any.
     public init(status: Int, body: Data, retryAfter: String? = nil) {
+        if status == 200, let name = Self.messageName(in: body) {
+            self = .delivered(messageName: name)
+            return
+        }
         let error = (try? JSONDecoder().decode(ErrorBody.self, from: body))?.error
         let fcmCode = error?.details?.compactMap(\.errorCode).first
         let code = fcmCode ?? error?.status ?? "HTTP_\(status)"
@@ -60,6 +64,29 @@ public enum FCMAnswer: Sendable, Hashable {
             return nil
         }
         return .seconds(seconds)
+    }
+
+    /// The `name` of a success body (`{"name": "projects/p/messages/0:1%ab"}`), read straight from its bytes
+    /// (a JSON decoder per answer cost more than the rest of it); `nil` when it is not of that simple form (the
+    /// decoder reads it then).
+    static func messageName(in body: Data) -> String? {
+        let bytes = [UInt8](body)
+        let key = Array(#""name""#.utf8)
+        guard bytes.count > key.count, let start = bytes.firstRange(of: key)?.upperBound else { return nil }
+        var index = start
+        func skipSpace() {
+            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        }
+        skipSpace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+        index += 1
+        skipSpace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        index += 1
+        guard let end = bytes[index...].firstIndex(of: UInt8(ascii: "\"")),
+            !bytes[index..<end].contains(UInt8(ascii: "\\"))
+        else { return nil }
+        return String(decoding: bytes[index..<end], as: UTF8.self)
     }
 
     private struct Success: Decodable {

@@ -74,6 +74,11 @@ public struct FCMServiceAccount: Sendable, Hashable {
         (try? _RSA.Signing.PrivateKey(derRepresentation: privateKeyDER).publicKey.pemRepresentation) ?? ""
     }
 
+    /// The account's public key, DER (SubjectPublicKeyInfo): what the relay fingerprints a stored account by.
+    public var publicKeyDER: Data {
+        (try? _RSA.Signing.PrivateKey(derRepresentation: privateKeyDER).publicKey.derRepresentation) ?? Data()
+    }
+
     /// The fields of Google's file that are read.
     private struct File: Decodable {
         var type: String?

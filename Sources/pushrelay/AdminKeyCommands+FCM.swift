@@ -53,10 +53,8 @@ struct ServiceAccountFile: Sendable {
                 message: "\(path) is a service account of project \(account.projectID), but tenant \(tenant)'s file "
                     + "names project \(project); nothing stored")
         }
-        // The public key's PEM is base64 of its DER (SubjectPublicKeyInfo) between the BEGIN and END lines.
-        let base64 = account.publicKeyPEM.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
         return CheckedCredential(
             kind: .fcmServiceAccount, keyID: account.privateKeyID, teamID: account.projectID,
-            fingerprint: RelayStore.fingerprint(publicKeyDER: Data(base64Encoded: base64) ?? Data()), material: json)
+            fingerprint: RelayStore.fingerprint(publicKeyDER: account.publicKeyDER), material: json)
     }
 }

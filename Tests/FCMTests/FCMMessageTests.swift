@@ -75,3 +75,21 @@ import Testing
         #expect(FCMMessage(data: ["big": String(repeating: "x", count: 4_093)]).problem() == nil)
     }
 }
+
+@Suite struct FCMBodyTemplateTests {
+    @Test func aTemplatesBodyIsTheEncodersForEveryToken() throws {
+        var message = FCMMessage(
+            notification: .init(title: "New event", body: "Picnic \"at\" the lake"),
+            data: ["type": "event_created", "event_id": "42"],
+            android: .init(priority: .high, ttlSeconds: 3600, channelID: "events"))
+        message.apns = FCMMessage.APNs(
+            headers: ["apns-push-type": "alert"], payload: Data(#"{"aps":{"alert":"x"}}"#.utf8))
+        let template = message.bodyTemplate()
+        for token in ["cX9f:APA91bHun4Mx", #"odd"quote\back"#, "ünï:cödé", ""] {
+            let filled = template.body(to: token)
+            #expect(Data(filled.readableBytesView) == message.body(to: token), "\(token)")
+            let decoded = try JSONSerialization.jsonObject(with: Data(filled.readableBytesView)) as? [String: Any]
+            #expect((decoded?["message"] as? [String: Any])?["token"] as? String == token)
+        }
+    }
+}

@@ -108,7 +108,7 @@ extension RelayServerSuites {
 }
 
 /// The base64 lines of a PEM's body, long enough to identify the key.
-private func pemBodyLines(_ pem: String) -> [String] {
+func pemBodyLines(_ pem: String) -> [String] {
     pem.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("-----") && $0.count >= 32 }
 }
 
