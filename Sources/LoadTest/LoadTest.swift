@@ -238,6 +238,8 @@ final class LoadTestRun: Sendable {
         return Simulator(process: process, port: port, caFile: folder + "/ca.pem")
     }
 
+    /// Starts `pushrelay serve` against the APNs simulator, and the FCM simulator when the run has one (its quota
+    /// lifted as the tenants' rates are); returns once its ready file names its address.
     func startRelay(masterKeyFile: String, simulator: Simulator, fcm: FCMSimulator?) async throws -> Relay {
         let readyFile = options.workDirectory + "/relay.ready"
         try? FileManager.default.removeItem(atPath: readyFile)

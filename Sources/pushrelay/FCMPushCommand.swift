@@ -108,7 +108,7 @@ struct FCMPushCommand: AsyncParsableCommand {
         try await group.shutdownGracefully()
 
         for (key, value) in tally.sorted(by: { $0.key < $1.key }) {
-            print("\(key.padding(toLength: 44, withPad: " ", startingAt: 0)) \(value)")
+            print("\(key.padding(toLength: max(44, key.count), withPad: " ", startingAt: 0)) \(value)")
         }
         print("connections opened: \(snapshot.connectionsOpened); access tokens fetched: \(accessTokens)")
         print("message body: \(bodies[0].readableBytes) bytes")
@@ -160,17 +160,28 @@ struct FCMPushCommand: AsyncParsableCommand {
 /// of a tenth of `concurrency` goes as soon as that many have come back. Counts the outcomes by class.
 final class FCMPushDriver: @unchecked Sendable {
     // @unchecked: every mutable property below is touched only on the pool's event loop.
+    /// The pool the messages go through.
     private let pool: FCMPool
+    /// One body per token, sent in turn.
     private let bodies: [ByteBuffer]
+    /// Messages to send in all.
     private let total: Int
+    /// Messages handed to the pool at once.
     private let batch: Int
-    private var started = 0
-    private var finished = 0
-    private var inFlight = 0
+    /// Messages in flight at most.
     private let concurrency: Int
+    /// Messages handed to the pool so far.
+    private var started = 0
+    /// Messages answered so far.
+    private var finished = 0
+    /// Handed over and not yet answered.
+    private var inFlight = 0
+    /// Answers by outcome class.
     private var tally: [String: Int] = [:]
+    /// Succeeded with the tally when the last answer came.
     private let done: EventLoopPromise<[String: Int]>
 
+    /// A driver of `total` messages of `bodies` through `pool`, `concurrency` in flight.
     private init(pool: FCMPool, bodies: [ByteBuffer], total: Int, concurrency: Int) {
         self.pool = pool
         self.bodies = bodies
@@ -203,6 +214,7 @@ final class FCMPushDriver: @unchecked Sendable {
         }
     }
 
+    /// Counts one answer, and refills or finishes.
     private func answered(_ report: FCMDeliveryReport) {
         tally[Self.outcomeClass(report), default: 0] += 1
         finished += 1
@@ -218,7 +230,11 @@ final class FCMPushDriver: @unchecked Sendable {
     private static func outcomeClass(_ report: FCMDeliveryReport) -> String {
         switch report.outcome {
         case .answered(.delivered): "delivered"
-        case .answered(let answer): "answered \(answer)"
+        case .answered(.tokenDead(let code)): "token dead \(code)"
+        case .answered(.configurationFault(let code)): "configuration fault \(code)"
+        case .answered(.retryLater(let code, _)): "retry later \(code)"
+        case .answered(.unauthenticated): "unauthenticated"
+        case .answered(.rejected(let code, let message)): "rejected \(code): \(message)"
         case .notSent(let reason, _): "not sent: \(reason)"
         case .invalid(let reason): "invalid: \(reason)"
         }
