@@ -161,6 +161,7 @@ let package = Package(
             name: "LoadTest",
             dependencies: [
                 "EmbeddedPostgres",
+                "FCM",
                 "PushRelayClient",
                 "PushRelayProtocol",
                 "RelayStore",

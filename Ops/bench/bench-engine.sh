@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ops/bench/bench-engine.sh: benchmark (not a test) of our APNs engine against h2load, in one run.
+# Ops/bench/bench-engine.sh: benchmark (not a test) of our APNs and FCM engines against h2load, in one run.
 #
 #   bash Ops/bench/bench-engine.sh
 #
@@ -14,6 +14,14 @@
 #   reference  h2load -c 1 -t 1 -m 1000 -n N -d payload.json, pinned to CPU $BENCH_CLIENT_CPU (0).
 #   ours       pushrelay apns push ... --count N --concurrency 1000 --connections 1, same CPU.
 #
+# The FCM engine likewise (BENCH_TOOLS has fcm): h2load and `pushrelay fcm push` send the same FCM-shaped
+# request (POST /v1/projects/<p>/messages:send, content-type: application/json, authorization: Bearer <250-byte
+# access token>, a JSON message of a notification, data and Android options to a 152-byte registration token) to
+# the same sink, where v1/projects/<p>/messages:send holds FCM's answer ({"name": "projects/<p>/messages/1"}, which
+# our engine reads as FCM's). The service account (RSA 2048, written here) has its token_uri on the sink too
+# (https://127.0.0.1:PORT/token, a file holding an access token's JSON): the engine fetches its token there once.
+# Our FCM pool is given the same streams as h2load (--max-streams; Google announces 100).
+#
 # For each client: notifications/s (as the tool reports it), wall time and the client's own CPU
 # time (user+sys, GNU time), as CPU seconds per 100,000 notifications. The sink's CPU use over the
 # same run is shown too: near 100% means the sink, not the client, set the pace, and then the
@@ -23,7 +31,7 @@
 # Environment:
 #   BENCH_COUNT=200000       notifications per run
 #   BENCH_RUNS=1             runs per client (alternating h2load / pushrelay); best and median shown
-#   BENCH_TOOLS="h2load pushrelay"   which clients to run
+#   BENCH_TOOLS="h2load pushrelay fcm"   which clients to run (fcm: h2load and pushrelay fcm push, FCM's request)
 #   BENCH_CONCURRENCY=1000   concurrent streams asked of each client (h2load -m, pushrelay --concurrency)
 #   BENCH_SINK_STREAMS=1000  SETTINGS_MAX_CONCURRENT_STREAMS of the sink (nghttpd -m; default 100)
 #   BENCH_SINK_OPTS="-W 24"  more nghttpd options (-W 24: 16 MiB connection window, so the sink's
@@ -41,7 +49,7 @@ export PATH="/opt/swift/usr/bin:$PATH:/usr/sbin"
 
 N="${BENCH_COUNT:-200000}"
 RUNS="${BENCH_RUNS:-1}"
-TOOLS="${BENCH_TOOLS:-h2load pushrelay}"
+TOOLS="${BENCH_TOOLS:-h2load pushrelay fcm}"
 CONCURRENCY="${BENCH_CONCURRENCY:-1000}"
 SINK_STREAMS="${BENCH_SINK_STREAMS:-1000}"
 SINK_OPTS="${BENCH_SINK_OPTS:--W 24}"
@@ -53,6 +61,9 @@ TOKEN="a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90" # 64 he
 TOPIC="com.example.app"
 KEY_ID="ABCDE12345"
 TEAM_ID="TEAM123456"
+FCM_PROJECT="bench-fcm"
+# A registration token of Google's shape and length (152 bytes).
+FCM_TOKEN="$(python3 -c 'import sys; t = "bench-0:APA91b"; f = "bk3RNwTe3H0-xBq9tLvZ_fHZt4QmQd2kP7sYc1uWJrLoE8gA6vMnS5hK0iXyU"; print((t + f * 3)[:152])')"
 
 log() { printf 'bench-engine: %s\n' "$*" >&2; }
 die() {
@@ -77,7 +88,8 @@ want() { case " $TOOLS " in *" $1 "*) return 0 ;; *) return 1 ;; esac }
 
 # --- pushrelay binary ----------------------------------------------------------------------------
 PUSHRELAY_STATUS="not requested"
-if want pushrelay; then
+FCM_STATUS="not requested"
+if want pushrelay || want fcm; then
     if [ -z "${PUSHRELAY_BIN:-}" ]; then
         command -v swift >/dev/null 2>&1 || die "'swift' not found; see Ops/scripts/install-deps.sh"
         log "building pushrelay (release)"
@@ -85,11 +97,21 @@ if want pushrelay; then
         PUSHRELAY_BIN="$(swift build -c release --show-bin-path)/pushrelay"
     fi
     [ -x "$PUSHRELAY_BIN" ] || die "pushrelay binary not found at $PUSHRELAY_BIN"
-    if "$PUSHRELAY_BIN" apns push --help >/dev/null 2>&1; then
-        PUSHRELAY_STATUS="ok"
-    else
-        PUSHRELAY_STATUS="skipped: '$PUSHRELAY_BIN apns push' does not exist in this build"
-        log "warning: $PUSHRELAY_STATUS"
+    if want pushrelay; then
+        if "$PUSHRELAY_BIN" apns push --help >/dev/null 2>&1; then
+            PUSHRELAY_STATUS="ok"
+        else
+            PUSHRELAY_STATUS="skipped: '$PUSHRELAY_BIN apns push' does not exist in this build"
+            log "warning: $PUSHRELAY_STATUS"
+        fi
+    fi
+    if want fcm; then
+        if "$PUSHRELAY_BIN" fcm push --help >/dev/null 2>&1; then
+            FCM_STATUS="ok"
+        else
+            FCM_STATUS="skipped: '$PUSHRELAY_BIN fcm push' does not exist in this build"
+            log "warning: $FCM_STATUS"
+        fi
     fi
 fi
 
@@ -137,6 +159,8 @@ EOF
     openssl verify -CAfile ca.pem server.pem
     # An APNs-style signing key: P-256, PKCS#8 PEM ("-----BEGIN PRIVATE KEY-----"), like a .p8.
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out key.p8
+    # A Google service account's key: RSA 2048, PKCS#8 PEM.
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out fcm-key.pem
 ) >"$TMP/openssl.log" 2>&1 || {
     cat "$TMP/openssl.log" >&2
     die "openssl failed"
@@ -154,6 +178,26 @@ PAYLOAD_BYTES="$(wc -c <"$TMP/payload.json")"
 b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
 JWT="$(printf '%s' "{\"alg\":\"ES256\",\"kid\":\"$KEY_ID\"}" | b64url).$(printf '%s' \
     "{\"iss\":\"$TEAM_ID\",\"iat\":1700000000}" | b64url).$(openssl rand 64 | b64url)"
+
+# FCM: an OAuth access token of Google's length (ya29. and 245 more characters), which the sink's token endpoint
+# hands our engine and h2load sends as it is; FCM's answer to messages:send; and the message body, as
+# FCMMessage.body(to:) encodes it (sorted keys, no spaces): what `pushrelay fcm push` below sends.
+FCM_ACCESS_TOKEN="ya29.$(openssl rand 240 | b64url | cut -c1-245)"
+FCM_PATH="v1/projects/$FCM_PROJECT/messages:send"
+mkdir -p "$TMP/htdocs/v1/projects/$FCM_PROJECT"
+printf '{"name":"projects/%s/messages/1"}' "$FCM_PROJECT" >"$TMP/htdocs/$FCM_PATH"
+printf '{"access_token":"%s","expires_in":3599,"token_type":"Bearer"}' "$FCM_ACCESS_TOKEN" >"$TMP/htdocs/token"
+FCM_TITLE="Benchmark"
+FCM_BODY="Hello from the pushrelay engine benchmark: a typical message of about 150 bytes."
+python3 - "$FCM_TOKEN" "$FCM_TITLE" "$FCM_BODY" >"$TMP/fcm-body.json" <<'PY'
+import json, sys
+token, title, body = sys.argv[1:4]
+message = {"message": {"android": {"notification": {"channel_id": "events"}, "priority": "HIGH"},
+                       "data": {"event_id": "7", "type": "event_created"},
+                       "notification": {"body": body, "title": title}, "token": token}}
+sys.stdout.write(json.dumps(message, sort_keys=True, separators=(",", ":")))
+PY
+FCM_BODY_BYTES="$(wc -c <"$TMP/fcm-body.json")"
 
 # --- sink ----------------------------------------------------------------------------------------
 free_port() {
@@ -191,6 +235,24 @@ sink_cpu() {
 
 start_sink
 log "sink: nghttpd pid $SINK_PID on 127.0.0.1:$PORT, CPU $SINK_CPU; POST $URL -> 200 checked"
+
+# The service account, its token_uri on the sink (the port is known now); FCM's URL checked.
+FCM_URL="https://127.0.0.1:$PORT/$FCM_PATH"
+if want fcm; then
+    python3 - "$TMP/fcm-key.pem" "$FCM_PROJECT" "https://127.0.0.1:$PORT/token" >"$TMP/fcm-account.json" <<'PY'
+import json, sys
+key, project, token_uri = sys.argv[1:4]
+print(json.dumps({
+    "type": "service_account", "project_id": project, "private_key_id": "bench0000000000000000000000000000000001",
+    "private_key": open(key).read(), "client_email": f"firebase-adminsdk-bench@{project}.iam.gserviceaccount.com",
+    "client_id": "100000000000000000001", "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+    "token_uri": token_uri}, indent=2))
+PY
+    nghttp -v -d "$TMP/fcm-body.json" -H 'content-type: application/json' "$FCM_URL" >"$TMP/nghttp-fcm.log" 2>&1 \
+        && grep -q ':status: 200' "$TMP/nghttp-fcm.log" && grep -q '"name":"projects/' "$TMP/nghttp-fcm.log" \
+        || { cat "$TMP/nghttp-fcm.log" >&2; die "the sink does not answer POST $FCM_URL with FCM's answer"; }
+    log "sink: POST $FCM_URL -> 200 {\"name\": ...} checked; token endpoint https://127.0.0.1:$PORT/token"
+fi
 
 # --- runs ----------------------------------------------------------------------------------------
 ROWS="$TMP/rows.tsv" # tool run ok rate wall cpu sink_cpu delivered note
@@ -251,9 +313,57 @@ run_pushrelay() {
     log "pushrelay run $run: $(grep -E 'notifications/s' "$out" | tail -n 1 || echo 'no result') cpu ${USER_S}u+${SYS_S}s wall ${WALL_S}s (exit $CMD_RC)"
 }
 
+run_h2load_fcm() {
+    local run="$1" out="$TMP/h2load-fcm-$1.out" s0 s1 rate ok2xx ok=1 note=""
+    s0="$(sink_cpu)"
+    timed "$out" h2load -c 1 -t 1 -m "$CONCURRENCY" -n "$N" -d "$TMP/fcm-body.json" \
+        -H 'content-type: application/json' -H "authorization: Bearer $FCM_ACCESS_TOKEN" "$FCM_URL"
+    s1="$(sink_cpu)"
+    rate="$(awk '/^finished in/ { print $4; exit }' "$out")"
+    ok2xx="$(awk '/^status codes:/ { print $3; exit }' "$out")"
+    if [ "$CMD_RC" -ne 0 ] || [ -z "$rate" ] || [ "${ok2xx:-0}" != "$N" ]; then
+        ok=0
+        note="exit $CMD_RC, 2xx ${ok2xx:-?} of $N; $(grep -E '^(requests|status codes):' "$out" | tr '\n' ' ')"
+        FAILED=1
+    fi
+    printf 'h2load-fcm\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$ok" "${rate:-0}" "$WALL_S" \
+        "$(awk -v u="$USER_S" -v s="$SYS_S" 'BEGIN { print u + s }')" \
+        "$(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }')" "${ok2xx:-0}" "$note" >>"$ROWS"
+    log "h2load (FCM request) run $run: $(grep -E '^finished in' "$out" || echo 'no result') cpu ${USER_S}u+${SYS_S}s wall ${WALL_S}s"
+}
+
+run_fcm() {
+    local run="$1" out="$TMP/pushrelay-fcm-$1.out" s0 s1 rate delivered body_bytes ok=1 note=""
+    s0="$(sink_cpu)"
+    timed "$out" "$PUSHRELAY_BIN" fcm push --endpoint "127.0.0.1:$PORT" --ca "$TMP/ca.pem" \
+        --account "$TMP/fcm-account.json" --token "$FCM_TOKEN" --title "$FCM_TITLE" --body "$FCM_BODY" \
+        --data type=event_created --data event_id=7 --android-priority HIGH --channel-id events \
+        --count "$N" --concurrency "$CONCURRENCY" --connections 1 --max-streams "$CONCURRENCY"
+    s1="$(sink_cpu)"
+    # "delivered 200000", "message body: 412 bytes" and, last, "messages/s: 12345.6"
+    rate="$(grep -E 'messages/s' "$out" | tail -n 1 | sed -nE 's|.*messages/s[^0-9]*([0-9]+(\.[0-9]+)?).*|\1|p')"
+    delivered="$(grep -E '^delivered' "$out" | tail -n 1 | sed -nE 's/^delivered[: ]+([0-9]+).*/\1/p')"
+    body_bytes="$(sed -nE 's/^message body: ([0-9]+) bytes/\1/p' "$out")"
+    if [ "$CMD_RC" -ne 0 ] || [ -z "$rate" ]; then
+        ok=0
+        note="exit $CMD_RC, delivered ${delivered:-?} of $N; $(grep -vE '^(delivered|connections|sent|messages)' "$out" | head -n 3 | tr '\n' ' ')"
+        FAILED=1
+    elif [ "${body_bytes:-0}" != "$FCM_BODY_BYTES" ]; then
+        note="its body is ${body_bytes:-?} bytes, h2load's $FCM_BODY_BYTES"
+    fi
+    printf 'pushrelay-fcm\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$ok" "${rate:-0}" "$WALL_S" \
+        "$(awk -v u="$USER_S" -v s="$SYS_S" 'BEGIN { print u + s }')" \
+        "$(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }')" "${delivered:-0}" "$note" >>"$ROWS"
+    log "pushrelay fcm push run $run: $(grep -E 'messages/s' "$out" | tail -n 1 || echo 'no result') cpu ${USER_S}u+${SYS_S}s wall ${WALL_S}s (exit $CMD_RC)"
+}
+
 for run in $(seq "$RUNS"); do
     if want h2load; then run_h2load "$run"; fi
     if want pushrelay && [ "$PUSHRELAY_STATUS" = "ok" ]; then run_pushrelay "$run"; fi
+    if want fcm && [ "$FCM_STATUS" = "ok" ]; then
+        run_h2load_fcm "$run"
+        run_fcm "$run"
+    fi
 done
 stop_sink
 
@@ -273,6 +383,9 @@ REPORT="$TMP/report.txt"
     echo "tools:      $(h2load --version | head -n 1); $(nghttpd --version | head -n 1); $(openssl version)"
     if command -v swift >/dev/null 2>&1; then echo "swift:      $(swift --version 2>/dev/null | head -n 1)"; fi
     echo "workload:   $N x POST /3/device/<64 hex>, $PAYLOAD_BYTES-byte JSON, bearer ${#JWT} chars; 1 TLS connection, $CONCURRENCY streams asked"
+    if want fcm; then
+        echo "FCM:        $N x POST /$FCM_PATH, $FCM_BODY_BYTES-byte JSON message (${#FCM_TOKEN}-byte token), bearer ${#FCM_ACCESS_TOKEN} chars; answer {\"name\": ...}; pushrelay fcm push --max-streams $CONCURRENCY ($FCM_STATUS)"
+    fi
     echo "sink:       nghttpd -n 1 -m $SINK_STREAMS $SINK_OPTS (TLS, empty 200), taskset -c $SINK_CPU"
     echo "clients:    taskset -c $CLIENT_CPU; h2load -c 1 -t 1 -m $CONCURRENCY; pushrelay apns push --connections 1 --concurrency $CONCURRENCY"
     if [ -n "${PUSHRELAY_BIN:-}" ] && [ -f "$PUSHRELAY_BIN" ]; then
@@ -297,7 +410,7 @@ def per100k(cpu):
     return cpu / n * 100_000
 
 summary = {}
-for tool in ("h2load", "pushrelay"):
+for tool in ("h2load", "pushrelay", "h2load-fcm", "pushrelay-fcm"):
     good = [r for r in rows if r["tool"] == tool and r["ok"]]
     if not good:
         continue
@@ -311,27 +424,35 @@ for tool in ("h2load", "pushrelay"):
         sink_med=statistics.median(100 * r["sink"] / r["wall"] for r in good if r["wall"] > 0),
     )
 
-print(f"{'tool':<10} {'ok runs':>7} {'notif/s best':>13} {'notif/s median':>15} "
+print(f"{'tool':<14} {'ok runs':>7} {'notif/s best':>13} {'notif/s median':>15} "
       f"{'CPU s/100k best':>16} {'CPU s/100k median':>18} {'wall s':>7} {'sink CPU':>9}")
 for tool, s in summary.items():
-    print(f"{tool:<10} {s['runs']:>7} {s['rate_best']:>13.0f} {s['rate_med']:>15.0f} "
+    print(f"{tool:<14} {s['runs']:>7} {s['rate_best']:>13.0f} {s['rate_med']:>15.0f} "
           f"{s['cpu_best']:>16.3f} {s['cpu_med']:>18.3f} {s['wall_med']:>7.2f} {s['sink_med']:>8.0f}%")
-if "h2load" in summary and "pushrelay" in summary:
-    h, p = summary["h2load"], summary["pushrelay"]
+
+def compare(ours, reference, what):
+    if ours not in summary or reference not in summary:
+        return
+    p, h = summary[ours], summary[reference]
     print()
-    print(f"pushrelay/h2load, notifications/s:  {100 * p['rate_med'] / h['rate_med']:.1f}% (median), "
+    print(f"{ours}/{reference} ({what}), notifications/s:  {100 * p['rate_med'] / h['rate_med']:.1f}% (median), "
           f"{100 * p['rate_best'] / h['rate_best']:.1f}% (best)   [higher is better]")
-    print(f"pushrelay/h2load, CPU s per 100k:   {100 * p['cpu_med'] / h['cpu_med']:.1f}% (median), "
+    print(f"{ours}/{reference} ({what}), CPU s per 100k:   {100 * p['cpu_med'] / h['cpu_med']:.1f}% (median), "
           f"{100 * p['cpu_best'] / h['cpu_best']:.1f}% (best)   [lower is better]")
+
+compare("pushrelay", "h2load", "APNs request")
+compare("pushrelay-fcm", "h2load-fcm", "FCM request")
+compare("pushrelay-fcm", "pushrelay", "our FCM engine over our APNs engine")
 print()
-print("notif/s: as reported by each tool; CPU s/100k: client user+sys seconds per 100,000")
-print("notifications (GNU time); sink CPU: nghttpd CPU time / client wall time (near 100%: the")
+print("h2load, pushrelay: the APNs request (pushrelay apns push); h2load-fcm, pushrelay-fcm: the FCM request")
+print("(pushrelay fcm push). notif/s: as reported by each tool; CPU s/100k: client user+sys seconds per")
+print("100,000 notifications (GNU time); sink CPU: nghttpd CPU time / client wall time (near 100%: the")
 print("sink set the pace, compare CPU s/100k).")
 print()
 print("runs:")
-print(f"  {'tool':<10} {'run':>3} {'ok':>3} {'notif/s':>10} {'wall s':>7} {'CPU s':>7} {'sink CPU s':>10} {'done':>8}  note")
+print(f"  {'tool':<14} {'run':>3} {'ok':>3} {'notif/s':>10} {'wall s':>7} {'CPU s':>7} {'sink CPU s':>10} {'done':>8}  note")
 for r in rows:
-    print(f"  {r['tool']:<10} {r['run']:>3} {'yes' if r['ok'] else 'NO':>3} {r['rate']:>10.0f} "
+    print(f"  {r['tool']:<14} {r['run']:>3} {'yes' if r['ok'] else 'NO':>3} {r['rate']:>10.0f} "
           f"{r['wall']:>7.2f} {r['cpu']:>7.2f} {r['sink']:>10.2f} {r['delivered']:>8}  {r['note']}")
 PY
 } >"$REPORT"
@@ -348,5 +469,9 @@ if [ "$FAILED" -ne 0 ]; then
 fi
 if want pushrelay && [ "$PUSHRELAY_STATUS" != "ok" ]; then
     log "pushrelay was not measured: $PUSHRELAY_STATUS"
+    exit 1
+fi
+if want fcm && [ "$FCM_STATUS" != "ok" ]; then
+    log "the FCM engine was not measured: $FCM_STATUS"
     exit 1
 fi

@@ -7,12 +7,17 @@
 # 400 group sends, the engine alone (`pushrelay apns push` against the same APNs simulator) as the baseline,
 # then the scaling steps: fan-outs of 10,000, 100,000 and 1,000,000 devices, each to a whole topic of
 # its own tenant (the 10,000 one, a fraction of a second, five times: its figures are the run of median time,
-# and every run's share is printed), everything on this machine (relay, simulator, PostgreSQL, load generator). Prints the
+# and every run's share is printed), then an FCM fan-out of 1,000,000 FCM devices and a mixed one of 1,000,000
+# (half APNs, half FCM) of dispo through the FCM simulator, everything on this machine (relay, simulators,
+# PostgreSQL, load generator). The FCM fan-out's relay CPU per notification is compared with the APNs fan-out of
+# its size (target: at most 1.5 times). Prints the
 # report, then the figures against the load-test targets and the ratios between the steps. The report is
 # written to Ops/results/ (loadtest-report.json, .txt, .svg: meant to be committed).
 #
 # Environment:
 #   LOADTEST_FANOUTS=10000,100000,1000000   fan-out sizes
+#   LOADTEST_FCM_FANOUT=1000000             FCM fan-out size (0 skips it)
+#   LOADTEST_MIXED_FANOUT=1000000           mixed fan-out size, half APNs and half FCM (0 skips it)
 #   LOADTEST_ARGS="..."                     more `pushrelay loadtest` options (see --help)
 #   PUSHRELAY_BIN                           use this binary instead of building one
 #   LOADTEST_RESULTS=Ops/results            where the report goes
@@ -23,12 +28,15 @@
 #                                           the simulator's strict counts, printed and written to
 #                                           $RESULTS/loadtest-latency.txt
 #   LOADTEST_APNS_JITTER_MS=0               up to this much more per answer in those runs
+# (The latency runs are APNs's only: the FCM and mixed fan-outs run at loopback.)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 if [ -d /opt/swift/usr/bin ]; then export PATH="/opt/swift/usr/bin:$PATH"; fi
 RESULTS="${LOADTEST_RESULTS:-$ROOT/Ops/results}"
 FANOUTS="${LOADTEST_FANOUTS:-10000,100000,1000000}"
+FCM_FANOUT="${LOADTEST_FCM_FANOUT:-1000000}"
+MIXED_FANOUT="${LOADTEST_MIXED_FANOUT:-1000000}"
 LATENCIES="${LOADTEST_APNS_LATENCIES-80,200}"
 JITTER_MS="${LOADTEST_APNS_JITTER_MS:-0}"
 LATENT_SINGLES="${LOADTEST_LATENT_SINGLES:-500}"
@@ -41,7 +49,8 @@ mkdir -p "$RESULTS"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if [ -n "$(git status --porcelain -- Sources Package.swift 2>/dev/null)" ]; then commit="$commit+uncommitted"; fi
 # shellcheck disable=SC2086 # LOADTEST_ARGS is a list of options
-"$PUSHRELAY_BIN" loadtest --fan-outs "$FANOUTS" --output "$RESULTS" ${LOADTEST_ARGS:-}
+"$PUSHRELAY_BIN" loadtest --fan-outs "$FANOUTS" --fcm-fan-out "$FCM_FANOUT" --mixed-fan-out "$MIXED_FANOUT" \
+    --output "$RESULTS" ${LOADTEST_ARGS:-}
 python3 - "$RESULTS/loadtest-report.json" "$commit" <<'PY' | tee "$RESULTS/loadtest-targets.txt"
 import json, sys
 
@@ -78,6 +87,22 @@ if fan_outs:
         print(f"{'':<4}fan-out {f['size']:,}: relay CPU {f['relay_cpu_seconds_per100k']:.2f} s/100k, "
               f"PostgreSQL {f['postgres_rows_per_second']:,.0f} rows/s ({f['delivery_rows_per_second']:,.0f} "
               f"delivery rows/s)")
+for name, key in [("FCM", "fcm_fan_out"), ("mixed", "mixed_fan_out")]:
+    f = report.get(key)
+    if not f:
+        continue
+    ratio = f.get("apns_cpu_ratio")
+    fcm = f.get("fcm_devices", f["size"])
+    print(f"{'':<4}{name} fan-out {f['size']:,} ({f['size'] - fcm:,} APNs + {fcm:,} FCM): "
+          f"{f['seconds']:.2f} s, {f['notifications_per_second']:,.0f}/s, relay CPU "
+          f"{f['relay_cpu_seconds_per100k']:.2f} s/100k, peak RSS {f['relay_peak_rss_mi_b']:.1f} MiB")
+    if ratio is None:
+        print(f"{'':<4}{name} fan-out {f['size']:,}: no APNs fan-out of its size to compare its CPU with")
+    elif name == "FCM":
+        line(f"FCM fan-out {f['size']:,}: relay CPU per notification / APNs's", f"{ratio:.2f}x",
+             "<= 1.5x at 1,000,000", ratio <= 1.5)
+    else:
+        print(f"{'':<4}mixed fan-out {f['size']:,}: relay CPU per notification {ratio:.2f}x the APNs fan-out's")
 singles = report.get("singles")
 if singles:
     line("single send p99 to the ack", f"{singles['ack_milliseconds']['p99']:.2f} ms", "<= 10 ms",

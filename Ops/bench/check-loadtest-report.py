@@ -7,6 +7,9 @@ consistent? No timing is judged, only that every figure is there and that the co
 - each fan-out: job status delivered + failed + skipped == delivery rows == size; a short fan-out (at most
   10,000 devices) ran `short_fan_out_runs` times, each run with a row per device, and its figures are those of
   the run of median time;
+- the FCM fan-out (`fcm_fan_out`) and the mixed one (`mixed_fan_out`), when asked for, likewise, with their FCM
+  devices (all, and the larger half) and their relay CPU ratio to the APNs fan-out of their size when the run had
+  one;
 - the outcomes' rows sum to the recorded rows; every job completed; no problem listed;
 - the timeline is non-empty and its answered counts sum to the answered rows (outcomes but skipped);
 - the chart is an SVG document with one polyline per series.
@@ -22,6 +25,24 @@ failures = []
 def check(condition, message):
     if not condition:
         failures.append(message)
+
+
+def check_fan_out(name, fan_out, config):
+    """Checks one fan-out's figures and runs; returns how many runs (jobs) it had."""
+    runs = fan_out.get("runs") or []
+    expected_runs = config["short_fan_out_runs"] if fan_out["size"] <= 10_000 else 1
+    check(max(len(runs), 1) == expected_runs, f"{name}: {len(runs)} runs listed, expected {expected_runs}")
+    if runs:
+        check(all(run["rows"] == fan_out["size"] for run in runs), f"{name}: a run's rows differ from its size")
+        times = sorted(run["seconds"] for run in runs)
+        check(fan_out["seconds"] == times[len(times) // 2], f"{name}: its seconds are not the median run's")
+        check(fan_out["job_id"] in [run["job_id"] for run in runs], f"{name}: its job is not one of its runs")
+    counted = fan_out["delivered"] + fan_out["failed"] + fan_out["skipped"]
+    check(counted == fan_out["rows"] == fan_out["size"], f"{name}: job status {counted}, rows {fan_out['rows']}")
+    for key in ["seconds", "notifications_per_second", "relay_cpu_seconds_per100k", "relay_peak_rss_mi_b",
+                "postgres_rows_per_second"]:
+        check(fan_out.get(key, 0) > 0, f"{name}: {key} missing or zero")
+    return max(len(runs), 1)
 
 
 def main():
@@ -50,34 +71,37 @@ def main():
         check("kib_per_connection" in idle, "idle connections without their cost")
     sizes = [f["size"] for f in report["fan_outs"]]
     check(sizes == sorted(config["fan_out_sizes"]), f"fan-outs {sizes} != {config['fan_out_sizes']}")
-    runs_of = {}
-    for fan_out in report["fan_outs"]:
-        runs = fan_out.get("runs") or []
-        expected_runs = config["short_fan_out_runs"] if fan_out["size"] <= 10_000 else 1
-        runs_of[fan_out["size"]] = max(len(runs), 1)
-        check(runs_of[fan_out["size"]] == expected_runs,
-              f"fan-out {fan_out['size']}: {len(runs)} runs listed, expected {expected_runs}")
-        if runs:
-            check(all(run["rows"] == fan_out["size"] for run in runs),
-                  f"fan-out {fan_out['size']}: a run's rows differ from its size")
-            times = sorted(run["seconds"] for run in runs)
-            check(fan_out["seconds"] == times[len(times) // 2],
-                  f"fan-out {fan_out['size']}: its seconds are not the median run's")
-            check(fan_out["job_id"] in [run["job_id"] for run in runs],
-                  f"fan-out {fan_out['size']}: its job is not one of its runs")
-        counted = fan_out["delivered"] + fan_out["failed"] + fan_out["skipped"]
-        check(counted == fan_out["rows"] == fan_out["size"],
-              f"fan-out {fan_out['size']}: job status {counted}, rows {fan_out['rows']}")
-        for key in ["seconds", "notifications_per_second", "relay_cpu_seconds_per100k", "relay_peak_rss_mi_b",
-                    "postgres_rows_per_second"]:
-            check(fan_out.get(key, 0) > 0, f"fan-out {fan_out['size']}: {key} missing or zero")
+    # (name, fan-out, runs) of every fan-out measured: each run is a job of `size` notifications.
+    measured = [(f"fan-out {f['size']}", f, check_fan_out(f"fan-out {f['size']}", f, config))
+                for f in report["fan_outs"]]
+    apns_sizes = set(sizes)
+    for key, label, fcm_devices in [("fcm_fan_out", "FCM", lambda n: n), ("mixed_fan_out", "mixed", lambda n: n - n // 2)]:
+        size = config.get(key) or 0
+        fan_out = report.get(key)
+        name = f"{label} fan-out {size}"
+        if size == 0:
+            check(fan_out is None, f"{name} reported but not asked for")
+            continue
+        if fan_out is None:
+            check(False, f"{name} of {size} asked for but not reported")
+            continue
+        check(fan_out["size"] == size, f"{name}: size {fan_out['size']} != {size}")
+        check(fan_out.get("fcm_devices") == fcm_devices(size),
+              f"{name}: {fan_out.get('fcm_devices')} FCM devices, expected {fcm_devices(size)}")
+        check(fan_out["tenant"] == config.get("fcm_tenant"), f"{name}: tenant {fan_out['tenant']} is not the FCM tenant")
+        ratio = fan_out.get("apns_cpu_ratio")
+        check((ratio is not None and ratio > 0) == (size in apns_sizes),
+              f"{name}: CPU ratio to APNs {ratio}, APNs fan-outs {sorted(apns_sizes)}")
+        measured.append((name, fan_out, check_fan_out(name, fan_out, config)))
     accounting = report["accounting"]
-    expected = config["singles"] + config["groups"] * config["group_size"] + sum(s * runs_of[s] for s in sizes)
+    expected = config["singles"] + config["groups"] * config["group_size"] + sum(
+        f["size"] * runs for _, f, runs in measured)
     check(accounting["accepted"] == expected, f"accepted {accounting['accepted']} != sent {expected}")
     check(accounting["recorded"] == accounting["accepted"],
           f"recorded {accounting['recorded']} != accepted {accounting['accepted']}")
     check(accounting["jobs"] == accounting["jobs_completed"], "jobs not completed")
-    check(accounting["jobs"] == config["singles"] + config["groups"] + sum(runs_of.values()), "job count")
+    check(accounting["jobs"] == config["singles"] + config["groups"] + sum(runs for _, _, runs in measured),
+          "job count")
     check(not accounting["problems"], f"problems: {accounting['problems']}")
     outcome_rows = sum(o["rows"] for o in report["outcomes"])
     check(outcome_rows == accounting["recorded"], f"outcome rows {outcome_rows} != recorded {accounting['recorded']}")
@@ -96,7 +120,8 @@ def main():
             print(f"check-loadtest-report: FAIL: {failure}")
         sys.exit(1)
     print(f"check-loadtest-report: OK: {accounting['accepted']} accepted = {accounting['recorded']} recorded "
-          f"in {accounting['jobs']} completed jobs; fan-outs {sizes} each fully accounted for; "
+          f"in {accounting['jobs']} completed jobs; fan-outs {[name for name, _, _ in measured]} each fully "
+          f"accounted for; "
           f"{len(report['timeline'])} timeline seconds; chart checked" if len(sys.argv) > 2 else "")
 
 

@@ -25,8 +25,9 @@
 #      duplicates within the window, deliveries agree with APNs), Ops/scenarios/two-relays.sh (two relays
 #      on one database share one fan-out, every device exactly once) and Ops/scenarios/three-relays.sh (three
 #      relays behind HAProxy, the tenant's rate shared)
-#   8. Ops/scenarios/smoke-loadtest.sh: `pushrelay loadtest` with a few thousand devices; its report is checked for
-#      completeness and consistency (every accepted notification accounted for), not for speed
+#   8. Ops/scenarios/smoke-loadtest.sh: `pushrelay loadtest` with a few thousand devices, APNs fan-outs, an FCM and a
+#      mixed one; its report is checked for completeness and consistency (every accepted notification accounted
+#      for), not for speed
 #   9. the fault runs, small: Ops/scenarios/fault-apns-errors.sh (500/503, GOAWAY, dropped connections,
 #      refused streams; 3,000 devices), Ops/scenarios/fault-postgres-restart.sh (PostgreSQL restarted during a
 #      fan-out and single sends), Ops/scenarios/fault-slow-apns.sh (APNs at 500 ms: RSS, back-pressure; 3,000

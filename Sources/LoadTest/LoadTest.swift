@@ -66,19 +66,23 @@ final class LoadTestRun: Sendable {
         let masterKeyFile = options.workDirectory + "/master.key"
         try Data(masterKey.base64.utf8).write(to: URL(fileURLWithPath: masterKeyFile))
         chmod(masterKeyFile, 0o600)
-        let tenants = try await phase("setup") {
+        let (tenants, fcmTenant) = try await phase("setup") {
             try await TenantSetup(options: options, store: store, masterKey: masterKey, progress: progress).run()
         }
-        let simulator = try await startSimulator(tenants)
+        // The FCM tenant's key and bundle id too: half of its mixed fan-out goes to APNs.
+        let simulator = try await startSimulator(tenants + [fcmTenant].compactMap { $0 })
         defer { simulator.process.stop(grace: .seconds(10)) }
-        let relay = try await startRelay(masterKeyFile: masterKeyFile, simulator: simulator)
+        var fcmSimulator: FCMSimulator?
+        if let fcmTenant { fcmSimulator = try await startFCMSimulator(for: fcmTenant, masterKey: masterKey) }
+        defer { fcmSimulator?.process.stop(grace: .seconds(10)) }
+        let relay = try await startRelay(masterKeyFile: masterKeyFile, simulator: simulator, fcm: fcmSimulator)
         defer { relay.process.stop() }
         let sampler = Task { await self.sample(pid: relay.process.pid) }
         defer { sampler.cancel() }
 
         let group = MultiThreadedEventLoopGroup.singleton
         var clients: [String: PushRelayClient] = [:]
-        for tenant in tenants {
+        for tenant in tenants + [fcmTenant].compactMap({ $0 }) {
             let client = PushRelayClient(configuration: clientConfiguration(relay.port, tenant), group: group)
             try await client.connect()
             clients[tenant.id] = client
@@ -94,10 +98,17 @@ final class LoadTestRun: Sendable {
                 baselineCount: options.baselineCount, apnsConnections: options.apnsConnections,
                 apnsLatencyMilliseconds: options.apnsLatencyMilliseconds,
                 apnsLatencyJitterMilliseconds: options.apnsLatencyJitterMilliseconds,
-                tenants: tenants.map { .init(id: $0.id, devices: $0.devices, notificationType: $0.notificationType) },
+                tenants: (tenants + [fcmTenant].compactMap { $0 }).map {
+                    .init(id: $0.id, devices: $0.devices, notificationType: $0.notificationType)
+                },
                 tenantChanges:
                     "notifications_per_second \(options.notificationsPerSecond); topic \(RunTenant.topic) added; "
                     + "quiet hours dropped where no alert type passes them"
+                    + (fcmTenant.map { "; \($0.id): topics \(RunTenant.fcmTopic) and \(RunTenant.mixedTopic) added" }
+                        ?? ""),
+                fcmFanOut: options.fcmFanOut, mixedFanOut: options.mixedFanOut, fcmTenant: fcmTenant?.id,
+                fcmLatencyMilliseconds: options.fcmLatencyMilliseconds,
+                fcmLatencyJitterMilliseconds: options.fcmLatencyJitterMilliseconds
             ),
             fanOuts: [], relay: .init(peakRSSMiB: 0, cpuSeconds: 0), outcomes: [],
             accounting: .init(accepted: 0, recorded: 0, jobs: 0, jobsCompleted: 0, problems: []), timeline: []
@@ -134,32 +145,38 @@ final class LoadTestRun: Sendable {
         let engineRate = report.engineBaseline.map(\.notificationsPerSecond).flatMap { $0 > 0 ? $0 : nil }
         for (index, size) in options.fanOutSizes.sorted().enumerated() {
             let tenant = tenants[index]
-            let count = size <= LoadTestOptions.shortFanOutLimit ? options.shortFanOutRuns : 1
-            var runs: [LoadTestReport.FanOut] = []
-            for run in 1...count {
-                let fanOut = try await phase(count > 1 ? "fan-out \(size) (\(run)/\(count))" : "fan-out \(size)") {
-                    try await runFanOut(size: size, tenant: tenant, client: clients[tenant.id]!, pid: relay.process.pid)
-                }
-                runs.append(fanOut)
-                jobs.append((tenant.id, fanOut.jobID, size))
-            }
-            // The run of median time (the later of the two middle ones for an even count).
-            var fanOut = runs.sorted { $0.seconds < $1.seconds }[runs.count / 2]
-            if count > 1 {
-                fanOut.runs = runs.map { run in
-                    .init(
-                        jobID: run.jobID, seconds: run.seconds, notificationsPerSecond: run.notificationsPerSecond,
-                        rows: run.rows, rateOverEngine: engineRate.map { run.notificationsPerSecond / $0 })
-                }
-            }
+            var (fanOut, fanOutJobs) = try await measureFanOut(
+                size: size, tenant: tenant, topic: tenant.fanOutTopic, label: "fan-out \(size)",
+                client: clients[tenant.id]!, pid: relay.process.pid, engineRate: engineRate)
+            jobs += fanOutJobs
             if let previous = report.fanOuts.last {
                 fanOut.timeRatioToPrevious = fanOut.seconds / max(previous.seconds, 0.001)
                 fanOut.sizeRatioToPrevious = Double(fanOut.size) / Double(previous.size)
             }
-            if let engineRate {
-                fanOut.rateOverEngine = fanOut.notificationsPerSecond / engineRate
-            }
             report.fanOuts.append(fanOut)
+        }
+        // FCM's after APNs': the same machine's minute, the relay's caches as warm. Not compared with the engine
+        // alone, which is APNs's.
+        if let fcmTenant {
+            let client = clients[fcmTenant.id]!
+            if options.fcmFanOut > 0 {
+                var (fanOut, fanOutJobs) = try await measureFanOut(
+                    size: options.fcmFanOut, tenant: fcmTenant, topic: RunTenant.fcmTopic,
+                    label: "FCM fan-out \(options.fcmFanOut)", client: client, pid: relay.process.pid, engineRate: nil)
+                fanOut.fcmDevices = options.fcmFanOut
+                report.fcmFanOut = fanOut
+                jobs += fanOutJobs
+            }
+            if options.mixedFanOut > 0 {
+                var (fanOut, fanOutJobs) = try await measureFanOut(
+                    size: options.mixedFanOut, tenant: fcmTenant, topic: RunTenant.mixedTopic,
+                    label: "mixed fan-out \(options.mixedFanOut)", client: client, pid: relay.process.pid,
+                    engineRate: nil)
+                fanOut.fcmDevices = options.mixedFanOut - options.mixedFanOut / 2
+                report.mixedFanOut = fanOut
+                jobs += fanOutJobs
+            }
+            report.compareWithAPNs()
         }
 
         report.accounting = try await account(jobs: jobs, clients: clients)
@@ -221,16 +238,24 @@ final class LoadTestRun: Sendable {
         return Simulator(process: process, port: port, caFile: folder + "/ca.pem")
     }
 
-    func startRelay(masterKeyFile: String, simulator: Simulator) async throws -> Relay {
+    /// Starts `pushrelay serve` against the APNs simulator, and the FCM simulator when the run has one (its quota
+    /// lifted as the tenants' rates are); returns once its ready file names its address.
+    func startRelay(masterKeyFile: String, simulator: Simulator, fcm: FCMSimulator?) async throws -> Relay {
         let readyFile = options.workDirectory + "/relay.ready"
         try? FileManager.default.removeItem(atPath: readyFile)
-        let arguments = [
+        var arguments = [
             "serve", "--listen", "127.0.0.1:0", "--data-dir", options.workDirectory + "/pg", "--tenants", "",
             "--master-key-file", masterKeyFile, "--apns-endpoint", "127.0.0.1:\(simulator.port)", "--apns-ca",
             simulator.caFile, "--connections-per-pool", "\(options.apnsConnections)", "--requests-per-second",
             "1000000", "--request-burst", "1000000", "--max-recipients", "\(max(options.groupSize, 10_000))",
             "--metrics-listen", "", "--ready-file", readyFile, "--log-level", "warning",
         ]
+        if let fcm {
+            arguments += [
+                "--fcm-endpoint", "127.0.0.1:\(fcm.port)", "--fcm-ca", fcm.caFile, "--fcm-messages-per-minute",
+                "\(Self.unlimitedMessagesPerMinute)",
+            ]
+        }
         let process = try ChildProcess(
             name: "relay", executable: options.executable, arguments: arguments,
             logFile: options.workDirectory + "/relay.log"
@@ -326,7 +351,8 @@ final class LoadTestRun: Sendable {
         let chart = ReportChart(
             timeline: report.timeline, rss: readings.withLock { $0 }, phases: phases.withLock { $0 },
             title: "pushrelay loadtest \(report.date): " + report.fanOuts.map { "\($0.size)" }.joined(separator: ", ")
-                + " device fan-outs"
+                + " device fan-outs" + (report.fcmFanOut.map { ", FCM \($0.size)" } ?? "")
+                + (report.mixedFanOut.map { ", mixed \($0.size)" } ?? "")
         )
         try Data(chart.svg().utf8).write(to: URL(fileURLWithPath: base + ".svg"))
     }
@@ -343,10 +369,16 @@ final class LoadTestRun: Sendable {
         send.alert.title = "Load test"
         send.alert.body = "Hello from the pushrelay load test: \(body)."
         send.sound = "default"
-        // Values for the type's thread-id and category templates (`circle-{circle_id}-...`).
+        // Values for the type's templates: thread-id and category (`circle-{circle_id}-...`), and its FCM
+        // mapping's data, collapse key and tag (dispo's `event_id`).
         let type = tenant.configuration.notificationTypes[tenant.notificationType]
-        for template in [type?.threadID, type?.category].compactMap({ $0 }) {
-            for name in template.split(separator: "{").dropFirst().compactMap({ $0.split(separator: "}").first }) {
+        let fcm = type?.fcm
+        let templates =
+            [type?.threadID, type?.category, fcm?.collapseKey, fcm?.tag] + (fcm?.data.values.map { $0 } ?? [])
+        for template in templates.compactMap({ $0 }) {
+            for name in template.split(separator: "{", omittingEmptySubsequences: false).dropFirst()
+                .compactMap({ $0.split(separator: "}").first })
+            {
                 send.templateValues[String(name)] = "7"
             }
         }

@@ -24,6 +24,19 @@ package struct LoadTestOptions: Sendable {
     package var apnsLatencyMilliseconds = 0
     /// Up to this many milliseconds more, drawn for each answer.
     package var apnsLatencyJitterMilliseconds = 0
+    /// Devices of the FCM fan-out (provider `fcm` only, through ``fcmTenantID``; 0: skip). A full run uses
+    /// 1,000,000, the size of the largest APNs fan-out, whose relay CPU it is compared with.
+    package var fcmFanOut = 0
+    /// Devices of the mixed fan-out (0: skip): one send to a topic of ``fcmTenantID`` whose devices are half APNs
+    /// (the smaller half for an odd count) and half FCM.
+    package var mixedFanOut = 0
+    /// The tenant of the FCM and mixed fan-outs: its file names a Firebase project (`fcm: project_id:`) and has an
+    /// alert type mapped to FCM. Not one of ``tenantIDs``: the APNs tenants' fan-outs stay as they are.
+    package var fcmTenantID = "dispo"
+    /// Milliseconds the run's FCM simulator waits before each answer (Google's round trip; 0: loopback).
+    package var fcmLatencyMilliseconds = 0
+    /// Up to this many milliseconds more, drawn for each FCM answer.
+    package var fcmLatencyJitterMilliseconds = 0
     /// The tenants' ids, in the order fan-outs are given to them (smallest fan-out first).
     package var tenantIDs = ["argus", "familyportal", "circl", "anky"]
     /// Folder of the tenant files the run's tenants are made from.
@@ -46,6 +59,10 @@ package struct LoadTestOptions: Sendable {
         self.executable = executable
     }
 
+    /// Whether the run sends to FCM (an FCM or a mixed fan-out): it then starts the FCM simulator and makes the
+    /// FCM tenant.
+    package var runsFCM: Bool { fcmFanOut > 0 || mixedFanOut > 0 }
+
     /// Checks the options; throws what is wrong.
     package func validate() throws(LoadTestError) {
         guard fanOutSizes.count <= tenantIDs.count else {
@@ -59,6 +76,15 @@ package struct LoadTestOptions: Sendable {
         else { throw LoadTestError("counts must not be negative; group size 1-10,000; APNs connections > 0") }
         guard (0...10_000).contains(apnsLatencyMilliseconds), (0...10_000).contains(apnsLatencyJitterMilliseconds)
         else { throw LoadTestError("the APNs latency and its jitter must be 0-10,000 ms") }
+        guard (0...10_000_000).contains(fcmFanOut), (0...10_000_000).contains(mixedFanOut) else {
+            throw LoadTestError("the FCM and mixed fan-outs must be between 0 and 10,000,000 devices")
+        }
+        guard mixedFanOut != 1 else { throw LoadTestError("a mixed fan-out needs at least 2 devices (one of each)") }
+        guard (0...10_000).contains(fcmLatencyMilliseconds), (0...10_000).contains(fcmLatencyJitterMilliseconds)
+        else { throw LoadTestError("the FCM latency and its jitter must be 0-10,000 ms") }
+        guard !runsFCM || !tenantIDs.contains(fcmTenantID) else {
+            throw LoadTestError("the FCM tenant \(fcmTenantID) must not be one of the APNs fan-outs' tenants")
+        }
         guard (1...25).contains(shortFanOutRuns) else { throw LoadTestError("short fan-out runs must be 1-25") }
         guard !tenantIDs.isEmpty else { throw LoadTestError("no tenants") }
     }

@@ -16,6 +16,10 @@ package struct LoadTestReport: Codable, Sendable {
     package var groups: Groups?
     /// Fan-outs to a whole topic, smallest first.
     package var fanOuts: [FanOut]
+    /// The FCM fan-out (`--fcm-fan-out`): a topic of FCM devices only, of the FCM tenant.
+    package var fcmFanOut: FanOut?
+    /// The mixed fan-out (`--mixed-fan-out`): a topic of the FCM tenant, half APNs and half FCM devices.
+    package var mixedFanOut: FanOut?
     /// Idle backend connections and what they cost the relay.
     package var idleConnections: IdleConnections?
     /// Whole-run figures of the relay process.
@@ -56,6 +60,16 @@ package struct LoadTestReport: Codable, Sendable {
         package var tenants: [Tenant]
         /// How the tenant files were changed for the run.
         package var tenantChanges: String
+        /// Devices of the FCM fan-out, 0 for none (absent in reports made before the option).
+        package var fcmFanOut: Int?
+        /// Devices of the mixed fan-out, 0 for none.
+        package var mixedFanOut: Int?
+        /// The tenant of the FCM and mixed fan-outs, when the run had one.
+        package var fcmTenant: String?
+        /// Milliseconds the FCM simulator waited before each answer.
+        package var fcmLatencyMilliseconds: Int?
+        /// Up to how many milliseconds more it waited, drawn for each answer.
+        package var fcmLatencyJitterMilliseconds: Int?
     }
 
     /// A tenant of the run.
@@ -178,6 +192,11 @@ package struct LoadTestReport: Codable, Sendable {
         /// Every run of this size, in the order they ran, when it ran more than once (a short fan-out); the
         /// figures above are those of the run of median time.
         package var runs: [FanOutRun]?
+        /// The FCM devices among ``size`` (the FCM and mixed fan-outs; the rest are APNs devices).
+        package var fcmDevices: Int?
+        /// Its relay CPU per 100,000 notifications over that of the APNs fan-out of the same size in the run (the
+        /// FCM and mixed fan-outs, when the run had one; FCM's target: at most 1.5 at 1,000,000).
+        package var apnsCPURatio: Double?
     }
 
     /// One run of a fan-out size that ran several times.
@@ -272,6 +291,13 @@ extension LoadTestReport {
                 + configuration.tenants.map { "\($0.id) \($0.devices) devices (\($0.notificationType))" }
                 .joined(separator: ", ")
         )
+        if let fcmTenant = configuration.fcmTenant {
+            lines.append(
+                "FCM round trip (simulator): \(configuration.fcmLatencyMilliseconds ?? 0) ms"
+                    + ((configuration.fcmLatencyJitterMilliseconds ?? 0) > 0
+                        ? " + up to \(configuration.fcmLatencyJitterMilliseconds ?? 0) ms jitter" : "")
+                    + "; FCM and mixed fan-outs of \(fcmTenant)")
+        }
         lines.append("tenant files: \(configuration.tenantChanges)")
         lines.append("")
         if let engineBaseline {
@@ -319,6 +345,7 @@ extension LoadTestReport {
                 ].joined(separator: " ")
             )
         }
+        lines += providerLines
         for fanOut in fanOuts {
             guard let runs = fanOut.runs, runs.count > 1 else { continue }
             lines.append(

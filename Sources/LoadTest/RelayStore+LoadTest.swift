@@ -1,12 +1,13 @@
 package import Foundation
 import PostgresNIO
+package import PushRelayProtocol
 package import RelayStore
 
 /// What `pushrelay loadtest` needs of the database beyond the relay's own queries: synthetic devices made in
 /// bulk, and read-only figures about the deliveries a run recorded.
 extension RelayStore {
-    /// Most rows one ``insertSyntheticDevices(tenant:policy:range:userPrefix:tokenPrefix:topics:)`` statement
-    /// writes.
+    /// Most rows one ``insertSyntheticDevices(tenant:policy:range:userPrefix:tokenPrefix:topics:provider:)``
+    /// statement writes.
     package static let syntheticDeviceBatch = 100_000
 
     /// The device token of synthetic device `index` under `tokenPrefix` (8 hex digits): the prefix and the
@@ -16,14 +17,22 @@ extension RelayStore {
         return prefix + String(repeating: "0", count: max(0, 56 - hex.count)) + hex
     }
 
+    /// The length of a synthetic FCM registration token (what the bulk insert writes for `.fcm`): about that of
+    /// Google's (an instance id, a colon, `APA91b` and some 140 characters).
+    package static let syntheticFCMTokenLength = 152
+
     /// Registers the synthetic devices `range` of `tenant` in one statement (INSERT … SELECT over
-    /// `generate_series`, no round trip per device): device `i` belongs to user `userPrefix` + `i`, has
-    /// ``syntheticToken(prefix:index:)``, the production environment, no time zone, and subscribes to `topics`.
+    /// `generate_series`, no round trip per device): device `i` belongs to user `userPrefix` + `i`, has the
+    /// production environment, no time zone, and subscribes to `topics`. An APNs device (platform `ios`) has
+    /// ``syntheticToken(prefix:index:)``; an FCM device (platform `android`, provider `fcm`) has an opaque token
+    /// of Google's shape and length, `lt<prefix>-<i>:APA91b…` padded to ``syntheticFCMTokenLength`` bytes, so
+    /// that the relay reads, renders and records FCM tokens of their real size.
     /// Its slot is the one ``registerDevice(tenant:policy:registration:)`` would give it under `policy`, so a
     /// later registration of the same device updates its row. Returns the rows written.
     ///
     /// - Throws: ``RelayStoreError/invalidArgument(_:)`` for a prefix that is not 8 hex digits, a user prefix
-    ///   that JSON would escape, or a range larger than ``syntheticDeviceBatch``.
+    ///   that JSON would escape, a range larger than ``syntheticDeviceBatch``, or a provider other than APNs and
+    ///   FCM.
     @discardableResult
     package func insertSyntheticDevices(
         tenant: String,
@@ -31,7 +40,8 @@ extension RelayStore {
         range: Range<Int>,
         userPrefix: String,
         tokenPrefix: String,
-        topics: [String]
+        topics: [String],
+        provider: PushProvider = .apns
     ) async throws(RelayStoreError) -> Int {
         guard tokenPrefix.count == 8, tokenPrefix.allSatisfy(\.isHexDigit), tokenPrefix == tokenPrefix.lowercased()
         else {
@@ -44,21 +54,34 @@ extension RelayStore {
         guard range.count <= Self.syntheticDeviceBatch, range.lowerBound >= 0 else {
             throw .invalidArgument("at most \(Self.syntheticDeviceBatch) devices per statement, from index 0")
         }
+        guard provider == .apns || provider == .fcm else {
+            throw .invalidArgument("synthetic devices are APNs or FCM devices, not \(provider)")
+        }
         guard !range.isEmpty else { return 0 }
+        let platform = provider == .apns ? "ios" : "android"
+        // Both forms are ASCII without quotes: the slot below needs no escapes.
+        let token =
+            provider == .apns
+            ? "'\(tokenPrefix)' || lpad(to_hex(i), 56, '0')"
+            : "rpad('lt\(tokenPrefix)-' || i || ':APA91b', \(Self.syntheticFCMTokenLength), "
+                + "'bk3RNwTe3H0-xBq9tLvZ_fHZt4QmQd2kP7sYc1uWJrLoE8gA6vMnS5hK0iXyU')"
         // The slot is the JSON array `slot(policy:registration:token:)` encodes (no spaces, no escapes needed).
         let slot =
             switch policy {
             case .tokenMovesToLastUser: #"'["token","' || token || '"]'"#
-            case .onePerUserPlatform: #"'["user_platform","' || user_id || '","ios"]'"#
+            case .onePerUserPlatform: #"'["user_platform","' || user_id || '","\#(platform)"]'"#
             case .perUserTokenPlatformEnvironment:
-                #"'["user_token_platform_environment","' || user_id || '","' || token || '","ios","production"]'"#
+                #"'["user_token_platform_environment","' || user_id || '","' || token || '","\#(platform)","production"]'"#
             }
         return try await countRows(
             """
-            INSERT INTO devices (tenant_id, slot, user_id, token, platform, environment, topics, registered_at)
-            SELECT \(tenant), \(unescaped: slot), user_id, token, 'ios', 'production', \(topics)::text[], now()
+            INSERT INTO devices (
+                tenant_id, slot, user_id, token, platform, environment, topics, registered_at, provider
+            )
+            SELECT \(tenant), \(unescaped: slot), user_id, token, \(platform), 'production', \(topics)::text[], now(),
+                   \(provider.rawValue)
             FROM (
-                SELECT \(userPrefix) || i AS user_id, \(tokenPrefix) || lpad(to_hex(i), 56, '0') AS token
+                SELECT \(userPrefix) || i AS user_id, \(unescaped: token) AS token
                 FROM generate_series(\(range.lowerBound)::int8, \(range.upperBound - 1)::int8) AS i
             ) AS synthetic
             RETURNING 1::int8

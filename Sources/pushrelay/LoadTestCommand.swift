@@ -12,7 +12,9 @@ struct LoadTestCommand: AsyncParsableCommand {
             serve`) as separate processes; makes the tenants (the tenant files with the run's rate and a \
             `loadtest` topic), a signing key and credential each, and their synthetic devices in bulk; then opens \
             idle connections, makes single and group sends, runs the engine alone (`pushrelay apns push`) as a \
-            baseline, and one fan-out per size, each to a whole topic of its own tenant. It shows progress while it \
+            baseline, and one fan-out per size, each to a whole topic of its own tenant. With --fcm-fan-out or \
+            --mixed-fan-out it starts the FCM simulator (`pushrelay fcm-sim`) too, stores its service account for \
+            --fcm-tenant, and runs those fan-outs after the APNs ones. It shows progress while it \
             runs, prints a report and writes it to --output as loadtest-report.json, .txt and .svg (chart). Exit \
             status 1 when an accepted notification is not accounted for (no row, or a job that did not complete).
             """
@@ -47,6 +49,25 @@ struct LoadTestCommand: AsyncParsableCommand {
         name: .customLong("apns-latency-jitter-ms"),
         help: "Up to this many milliseconds more before each answer, drawn for each.")
     var apnsLatencyJitterMilliseconds = 0
+    @Option(
+        help: """
+            Devices of the FCM fan-out (0 skips; a full run uses 1000000): a topic of FCM devices of --fcm-tenant, \
+            through the FCM simulator; reported with its relay CPU against the APNs fan-out of the same size.
+            """
+    )
+    var fcmFanOut = 0
+    @Option(help: "Devices of the mixed fan-out (0 skips): one send to a topic of --fcm-tenant, half APNs, half FCM.")
+    var mixedFanOut = 0
+    @Option(help: "The tenant of the FCM and mixed fan-outs (its file names a Firebase project); not in --tenant-ids.")
+    var fcmTenant = "dispo"
+    @Option(
+        name: .customLong("fcm-latency-ms"),
+        help: "Milliseconds the run's FCM simulator waits before each answer, as Google's round trip (0: loopback).")
+    var fcmLatencyMilliseconds = 0
+    @Option(
+        name: .customLong("fcm-latency-jitter-ms"),
+        help: "Up to this many milliseconds more before each FCM answer, drawn for each.")
+    var fcmLatencyJitterMilliseconds = 0
     @Option(help: "Tenant ids, comma-separated: fan-outs go to them in this order, smallest first.")
     var tenantIds = "argus,familyportal,circl,anky"
     @Option(help: "Folder of tenant files.")
@@ -78,6 +99,11 @@ struct LoadTestCommand: AsyncParsableCommand {
         options.apnsConnections = apnsConnections
         options.apnsLatencyMilliseconds = apnsLatencyMilliseconds
         options.apnsLatencyJitterMilliseconds = apnsLatencyJitterMilliseconds
+        options.fcmFanOut = fcmFanOut
+        options.mixedFanOut = mixedFanOut
+        options.fcmTenantID = fcmTenant
+        options.fcmLatencyMilliseconds = fcmLatencyMilliseconds
+        options.fcmLatencyJitterMilliseconds = fcmLatencyJitterMilliseconds
         options.tenantIDs = tenantIds.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         options.tenantsFolder = tenants
         options.progressInterval = progressInterval

@@ -27,7 +27,7 @@ struct PushRelayCommand: AsyncParsableCommand {
         version: RelayVersion.current,
         subcommands: [
             ServeCommand.self, SendCommand.self, AdminCommand.self, APNsCommand.self, APNsSimCommand.self,
-            FCMSimCommand.self,
+            FCMCommand.self, FCMSimCommand.self,
             DemoCommand.self, LoadTestCommand.self,
         ]
     )
@@ -39,5 +39,14 @@ struct APNsCommand: AsyncParsableCommand {
         commandName: "apns",
         abstract: "Talk to APNs directly through the engine (no relay, no database).",
         subcommands: [APNsPushCommand.self]
+    )
+}
+
+/// `pushrelay fcm ...`: direct access to the FCM engine.
+struct FCMCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fcm",
+        abstract: "Talk to FCM HTTP v1 directly through the engine (no relay, no database).",
+        subcommands: [FCMPushCommand.self]
     )
 }

@@ -37,6 +37,37 @@ struct SyntheticDeviceTests {
         }
     }
 
+    @Test("bulk FCM devices have Google's token length, the fcm provider and the slot an FCM registration gives them")
+    func bulkFCMDevices() async throws {
+        try await withTenantStore { store in
+            // dispo: one per user and platform, a Firebase project.
+            let written = try await store.insertSyntheticDevices(
+                tenant: "dispo", policy: .onePerUserPlatform, range: 0..<30, userPrefix: "lt-u",
+                tokenPrefix: "0000000b",
+                topics: ["loadtest-fcm"], provider: .fcm)
+            #expect(written == 30)
+            let devices = try await store.activeDevices(tenant: "dispo", topic: "loadtest-fcm", limit: 100)
+            #expect(devices.count == 30)
+            #expect(devices.allSatisfy { $0.destination.provider.rawValue == "fcm" })
+            #expect(devices.allSatisfy { $0.token.utf8.count == RelayStore.syntheticFCMTokenLength })
+            let token = try #require(devices.first { $0.userID == "lt-u7" }?.token)
+            #expect(token.hasPrefix("lt0000000b-7:APA91b"))
+            // The same user's APNs device is another row (another platform).
+            _ = try await store.insertSyntheticDevices(
+                tenant: "dispo", policy: .onePerUserPlatform, range: 0..<30, userPrefix: "lt-u",
+                tokenPrefix: "0000000b",
+                topics: ["loadtest-fcm"])
+            #expect(try await store.activeDevices(tenant: "dispo", topic: "loadtest-fcm", limit: 100).count == 60)
+            let again = try await store.registerDevice(
+                tenant: "dispo",
+                registration: DeviceRegistration(userID: "lt-u7", token: token, provider: .fcm, platform: "android"),
+                at: Date())
+            #expect(again.status == .updated, "\(again)")
+            let records = try await store.activeDevices(tenant: "dispo", users: ["lt-u7"])
+            #expect(Set(records.map(\.platform)) == ["android", "ios"])
+        }
+    }
+
     @Test("settling after a bulk load vacuums and analyzes the devices and the token-user pairs their trigger wrote")
     func settleVacuumsDevicesAndTokenUsers() async throws {
         try await withTenantStore { store in
