@@ -78,7 +78,8 @@ func errorBody(code: Int, status: String, errorCode: String?, message: String = 
         let compact = Data(#"{"name":"projects/dispo-app/messages/0:1795%ab"}"#.utf8)
         let google = Data("{\n  \"name\": \"projects/dispo-app/messages/0:1795%ab\"\n}\n".utf8)
         for body in [compact, google] {
-            #expect(FCMAnswer(status: 200, body: body) == .delivered(messageName: "projects/dispo-app/messages/0:1795%ab"))
+            #expect(
+                FCMAnswer(status: 200, body: body) == .delivered(messageName: "projects/dispo-app/messages/0:1795%ab"))
         }
         // An escaped name is left to the JSON decoder, which reads it right.
         let escaped = Data(#"{"name":"projects\/p\/messages\/1"}"#.utf8)
