@@ -50,9 +50,16 @@ public struct HTTP2Request: Sendable {
         if body.readableBytes > Self.maximumBodySize {
             throw .payloadTooLarge(size: body.readableBytes, limit: Self.maximumBodySize)
         }
-        for header in headers
-        where header.name.isEmpty || header.name.hasPrefix(":") || header.name != header.name.lowercased() {
+        for header in headers where !Self.isLowerCaseName(header.name) {
             throw .invalidHeaderName
         }
+    }
+
+    /// Whether `name` is a regular field name HTTP/2 takes: not empty, not a pseudo-header, no upper-case letter
+    /// (checked on its bytes: it runs for every request).
+    private static func isLowerCaseName(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard let first = bytes.first, first != UInt8(ascii: ":") else { return false }
+        return !bytes.contains { $0 &- UInt8(ascii: "A") < 26 }
     }
 }

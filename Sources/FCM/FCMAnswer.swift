@@ -1,4 +1,5 @@
 public import Foundation
+public import NIOCore
 
 /// What FCM's answer to one `messages:send` means for the relay, by Google's error table: the message delivered
 /// (with its name), the token dead, the tenant's configuration at fault, a passing failure to retry (honouring
@@ -20,10 +21,20 @@ public enum FCMAnswer: Sendable, Hashable {
     /// 400 `INVALID_ARGUMENT` about the message (not the token), or another 4xx: the same message fails again.
     case rejected(errorCode: String, message: String)
 
+    /// The meaning of an answer of `status` with `body`, read from the engine's buffer without copying it first
+    /// when it is a success.
+    public init(status: Int, body: ByteBuffer?, retryAfter: String? = nil) {
+        if status == 200, let body, let name = body.withUnsafeReadableBytes({ Self.messageName(in: $0) }) {
+            self = .delivered(messageName: name)
+            return
+        }
+        self.init(status: status, body: body.map { Data($0.readableBytesView) } ?? Data(), retryAfter: retryAfter)
+    }
+
     /// The meaning of an answer of `status` with `body` (Google's error JSON, or the success JSON) and the
     /// `Retry-After` header's value, if any.
     public init(status: Int, body: Data, retryAfter: String? = nil) {
-        if status == 200, let name = Self.messageName(in: body) {
+        if status == 200, let name = body.withUnsafeBytes({ Self.messageName(in: $0) }) {
             self = .delivered(messageName: name)
             return
         }
@@ -69,24 +80,34 @@ public enum FCMAnswer: Sendable, Hashable {
     /// The `name` of a success body (`{"name": "projects/p/messages/0:1%ab"}`), read straight from its bytes
     /// (a JSON decoder per answer cost more than the rest of it); `nil` when it is not of that simple form (the
     /// decoder reads it then).
-    static func messageName(in body: Data) -> String? {
-        let bytes = [UInt8](body)
+    static func messageName(in body: UnsafeRawBufferPointer) -> String? {
         let key = Array(#""name""#.utf8)
-        guard bytes.count > key.count, let start = bytes.firstRange(of: key)?.upperBound else { return nil }
-        var index = start
-        func skipSpace() {
-            while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        let count = body.count
+        var index = 0
+        var found = false
+        while index + key.count <= count {
+            if body[index] == key[0], body[index..<(index + key.count)].elementsEqual(key) {
+                found = true
+                index += key.count
+                break
+            }
+            index += 1
         }
-        skipSpace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+        guard found else { return nil }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+        while index < count, isSpace(body[index]) { index += 1 }
+        guard index < count, body[index] == UInt8(ascii: ":") else { return nil }
         index += 1
-        skipSpace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        while index < count, isSpace(body[index]) { index += 1 }
+        guard index < count, body[index] == UInt8(ascii: "\"") else { return nil }
         index += 1
-        guard let end = bytes[index...].firstIndex(of: UInt8(ascii: "\"")),
-            !bytes[index..<end].contains(UInt8(ascii: "\\"))
-        else { return nil }
-        return String(decoding: bytes[index..<end], as: UTF8.self)
+        var end = index
+        while end < count, body[end] != UInt8(ascii: "\"") {
+            if body[end] == UInt8(ascii: "\\") { return nil }
+            end += 1
+        }
+        guard end < count else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: body[index..<end]), as: UTF8.self)
     }
 
     private struct Success: Decodable {

@@ -257,8 +257,7 @@ public final class FCMPool: @unchecked Sendable {
                 return FCMDeliveryReport(
                     outcome: .notSent(reason: report.reasonText, isConfiguration: false), attempts: report.attempts)
             }
-            let body = response.body.map { Data($0.readableBytesView) } ?? Data()
-            let answer = FCMAnswer(status: response.status, body: body, retryAfter: response.retryAfter)
+            let answer = FCMAnswer(status: response.status, body: response.body, retryAfter: response.retryAfter)
             return FCMDeliveryReport(outcome: .answered(answer), attempts: report.attempts)
         case .failure(let error as APNsPoolError):
             return FCMDeliveryReport(outcome: .notSent(reason: "\(error)", isConfiguration: false), attempts: 0)

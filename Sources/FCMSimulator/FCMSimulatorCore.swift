@@ -153,13 +153,21 @@ final class FCMSimulatorCore: Sendable {
         }
     }
 
+    /// The token of an `authorization` header `Bearer <token>` (the scheme in any case), or `nil`.
+    static func bearerToken(_ authorization: String) -> String? {
+        let scheme = Array("bearer ".utf8)
+        let bytes = authorization.utf8
+        guard bytes.count > scheme.count, zip(bytes, scheme).allSatisfy({ $0 | 0x20 == $1 }) else { return nil }
+        return String(authorization.utf8.dropFirst(scheme.count))
+    }
+
     /// `messages:send` for `project`: the access token, the account's project, the message, then the faults and
     /// the quota, in that order.
     private func send(
         project: String, authorization: String?, body: [UInt8], connectionID: Int, now: Date,
         random: inout SplitMix64
     ) -> (FCMSimulatorAnswer, FCMSimulatorMessage?) {
-        let bearer = authorization.flatMap { $0.lowercased().hasPrefix("bearer ") ? String($0.dropFirst(7)) : nil }
+        let bearer = authorization.flatMap(Self.bearerToken)
         let (grant, faults) = shared.withLockedValue { shared in
             (bearer.flatMap { shared.ledger.grant(of: $0, now: now) }, shared.faults)
         }

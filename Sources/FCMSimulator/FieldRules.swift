@@ -27,15 +27,20 @@ enum FieldKind: Sendable, Hashable {
 
     /// `lowerCamelCase` as Google's snake_case field name.
     static func snakeCase(_ name: String) -> String {
-        var result = ""
-        for character in name {
-            if character.isUppercase {
-                result += "_" + character.lowercased()
+        // Field names are ASCII: most are snake_case already, and are returned as they are.
+        let isUpper = { (byte: UInt8) in byte &- UInt8(ascii: "A") < 26 }
+        guard name.utf8.contains(where: isUpper) else { return name }
+        var result: [UInt8] = []
+        result.reserveCapacity(name.utf8.count + 4)
+        for byte in name.utf8 {
+            if isUpper(byte) {
+                result.append(UInt8(ascii: "_"))
+                result.append(byte | 0x20)
             } else {
-                result.append(character)
+                result.append(byte)
             }
         }
-        return result
+        return String(decoding: result, as: UTF8.self)
     }
 
     /// Why `value` at `path` (Google's dotted path, `message.android.ttl`) breaks this rule, as Google's error
