@@ -24,7 +24,11 @@ extension FCMMessage {
         /// (a stored token has none), everything else as its UTF-8 bytes, as the message's encoder writes them.
         static func writeJSONStringContent(_ text: String, to buffer: inout ByteBuffer) {
             let utf8 = text.utf8
-            guard utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }) else {
+            let plain =
+                utf8.withContiguousStorageIfAvailable { bytes in
+                    !bytes.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }
+                } ?? false
+            guard !plain else {
                 buffer.writeString(text)
                 return
             }

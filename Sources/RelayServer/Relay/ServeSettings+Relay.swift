@@ -57,10 +57,11 @@ extension ServeSettings {
         return target
     }
 
-    /// Google's FCM endpoint, or ``fcmEndpoint`` trusting ``fcmCA``, with the APNs pools' sizes.
+    /// Google's FCM endpoint, or ``fcmEndpoint`` trusting ``fcmCA``, with the pools' floor and cap of connections.
     private func googleTarget() throws(ServeSettingsError) -> FCMTarget {
         var target = FCMTarget(
-            connectionsPerPool: connectionsPerPool, messagesPerMinute: fcmMessagesPerMinute)
+            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: maxConnectionsPerPool,
+            messagesPerMinute: fcmMessagesPerMinute)
         if let fcmEndpoint {
             let endpoint = try Self.address(fcmEndpoint, of: "fcm endpoint")
             target.endpoint = APNsEndpoint(host: endpoint.host, port: endpoint.port)

@@ -33,7 +33,7 @@ package struct ServeSettings: Sendable, Equatable {
     package var fcmMessagesPerMinute = 600_000
     /// HTTP/2 connections each APNs pool keeps open however idle (its floor).
     package var connectionsPerPool = 2
-    /// HTTP/2 connections each APNs pool may open while its streams stay near APNs' limit (its cap).
+    /// HTTP/2 connections each APNs or FCM pool may open while its streams stay near the provider's limit (its cap).
     package var maxConnectionsPerPool = 16
     /// The listener's TLS certificate chain (PEM).
     package var tlsCert: String?

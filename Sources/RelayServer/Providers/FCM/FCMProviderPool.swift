@@ -23,16 +23,8 @@ final class FCMProviderPool: ProviderPool {
             }
             return
         }
-        // The message is encoded once per expiration in the batch (a page's requests share one), then each
-        // token's body is copied from it.
         let now = Date()
-        var templates: [Int64?: FCMMessage.BodyTemplate] = [:]
-        let bodies = requests.map { request in
-            if let template = templates[request.expiration] { return template.body(to: request.token) }
-            let template = rendering.message(expiringAt: request.expiration, now: now).bodyTemplate()
-            templates[request.expiration] = template
-            return template.body(to: request.token)
-        }
+        let bodies = requests.map { rendering.body(to: $0.token, expiration: $0.expiration, now: now) }
         pool.send(bodies) { position, report in
             answer(position, Self.report(report))
         }

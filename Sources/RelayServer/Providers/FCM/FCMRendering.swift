@@ -19,6 +19,8 @@ struct FCMRendering: ProviderRendering {
     var message: FCMMessage
     /// Whether Android's TTL is the request's time left (the mapping fixes none).
     var ttlFollowsExpiration: Bool
+    /// The job's encoded bodies, shared by the copies of the rendering its pages hold.
+    let templates = FCMBodyTemplates()
 
     /// `request` rendered for FCM with `type`'s mapping `fcm` and `plan`'s neutral fields (collapse id, and with
     /// `apns`, the `aps` payload's thread id, category and interruption level).
@@ -81,17 +83,25 @@ struct FCMRendering: ProviderRendering {
     func message(expiringAt expiration: Int64?, now: Date) -> FCMMessage {
         var message = self.message
         guard let expiration else { return message }
-        if ttlFollowsExpiration {
-            let left = expiration == 0 ? 0 : expiration - Int64(now.timeIntervalSince1970)
-            message.android?.ttlSeconds = Int(min(max(left, 0), Int64(FCMMessage.maximumTTLSeconds)))
-        }
+        if let ttl = ttlLeft(expiringAt: expiration, now: now) { message.android?.ttlSeconds = ttl }
         message.apns?.headers["apns-expiration"] = String(expiration)
         return message
     }
 
-    /// The `messages:send` request body to `token` of ``message(expiringAt:now:)``: what the engine sends.
+    /// Android's TTL of a request expiring at `expiration` sent at `now` when the mapping fixes none: the time left,
+    /// 0 to 4 weeks.
+    private func ttlLeft(expiringAt expiration: Int64?, now: Date) -> Int? {
+        guard ttlFollowsExpiration, let expiration else { return nil }
+        let left = expiration == 0 ? 0 : expiration - Int64(now.timeIntervalSince1970)
+        return Int(min(max(left, 0), Int64(FCMMessage.maximumTTLSeconds)))
+    }
+
+    /// The `messages:send` request body to `token` of ``message(expiringAt:now:)``: what the engine sends. The
+    /// message is encoded once per expiration and TTL for the whole job (``FCMBodyTemplates``), then the token's
+    /// bytes are copied into it.
     func body(to token: String, expiration: Int64?, now: Date) -> ByteBuffer {
-        ByteBuffer(bytes: message(expiringAt: expiration, now: now).body(to: token))
+        let key = FCMBodyTemplates.Key(expiration: expiration, ttlSeconds: ttlLeft(expiringAt: expiration, now: now))
+        return templates.template(for: key) { message(expiringAt: expiration, now: now) }.body(to: token)
     }
 
     /// The message's data: `custom_json`'s top-level values as strings, then the mapping's templates filled.
