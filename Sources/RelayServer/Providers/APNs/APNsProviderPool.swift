@@ -31,9 +31,7 @@ final class APNsProviderPool: ProviderPool {
 
     func status() async -> ProviderPoolStatus? {
         guard let snapshot = try? await pool.snapshot() else { return nil }
-        return ProviderPoolStatus(
-            connections: snapshot.connections.count, readyConnections: snapshot.connections.count(where: \.isReady),
-            inFlight: snapshot.streamsInFlight, queued: snapshot.queued + snapshot.waiting)
+        return ProviderPoolStatus(snapshot)
     }
 
     func shutdown(gracePeriod: TimeAmount) async {
@@ -74,5 +72,14 @@ final class APNsProviderPool: ProviderPool {
         case .delivered, .tokenDead:
             return nil
         }
+    }
+}
+
+extension ProviderPoolStatus {
+    /// The status of an engine pool (APNs', or FCM's, which runs on the same engine) from its snapshot.
+    init(_ snapshot: APNsPoolSnapshot) {
+        self.init(
+            connections: snapshot.connections.count, readyConnections: snapshot.connections.count(where: \.isReady),
+            inFlight: snapshot.streamsInFlight, queued: snapshot.queued + snapshot.waiting)
     }
 }

@@ -32,9 +32,7 @@ final class FCMProviderPool: ProviderPool {
 
     func status() async -> ProviderPoolStatus? {
         guard let snapshot = try? await pool.snapshot() else { return nil }
-        return ProviderPoolStatus(
-            connections: snapshot.connections.count, readyConnections: snapshot.connections.count(where: \.isReady),
-            inFlight: snapshot.streamsInFlight, queued: snapshot.queued + snapshot.waiting)
+        return ProviderPoolStatus(snapshot)
     }
 
     func shutdown(gracePeriod: TimeAmount) async {
