@@ -65,7 +65,7 @@ struct APNsPushCommand: AsyncParsableCommand {
     var timeout: Double = 30
 
     func run() async throws {
-        let tokens = try loadTokens()
+        let tokens = try tokenList(token, file: tokensFile)
         let payloadBytes = try makePayload()
         let credential = try makeCredential()
         let target: APNsEndpoint
@@ -139,17 +139,6 @@ struct APNsPushCommand: AsyncParsableCommand {
         print(String(format: "sent %d in %.3f s", total, seconds))
         print(String(format: "notifications/s: %.1f", Double(total) / seconds))
         if tally.count != 1 || tally["delivered"] != total { throw ExitCode(1) }
-    }
-
-    private func loadTokens() throws -> [String] {
-        var tokens = token
-        if let tokensFile {
-            let text = try String(contentsOfFile: tokensFile, encoding: .utf8)
-            tokens += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty }
-        }
-        guard !tokens.isEmpty else { throw ValidationError("give at least one --token or a --tokens-file") }
-        return tokens
     }
 
     private func makePayload() throws -> [UInt8] {

@@ -119,13 +119,7 @@ struct FCMPushCommand: AsyncParsableCommand {
 
     /// The tokens of `--token` and `--tokens-file`, each checked as an FCM token (opaque, no spaces).
     private func loadTokens() throws -> [String] {
-        var tokens = token
-        if let tokensFile {
-            let text = try String(contentsOfFile: tokensFile, encoding: .utf8)
-            tokens += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty }
-        }
-        guard !tokens.isEmpty else { throw ValidationError("give at least one --token or a --tokens-file") }
+        let tokens = try tokenList(token, file: tokensFile)
         for token in tokens {
             if case .failure(let refusal) = PushProvider.fcm.storedToken(token) {
                 throw ValidationError("not an FCM token (\(token.prefix(12))…): \(refusal.message)")
