@@ -54,6 +54,8 @@ final class FCMConnectionHandler: ChannelInboundHandler {
     private var delayed: Set<HTTP2StreamID> = []
     /// Complete requests on this connection, for the GOAWAY and drop faults.
     private var requestsReceived = 0
+    /// The message bodies this connection already judged.
+    private var shapes = ValidatedShapes()
     /// Whether something was written since the last flush.
     private var needsFlush = false
 
@@ -137,7 +139,7 @@ final class FCMConnectionHandler: ChannelInboundHandler {
         let answer = core.answer(
             method: request.headers.first(name: ":method") ?? "", path: request.headers.first(name: ":path") ?? "",
             authorization: request.headers.first(name: "authorization"), body: request.body,
-            connectionID: connectionID, random: &random)
+            connectionID: connectionID, random: &random, shapes: &shapes)
         let fault: ConnectionFault? =
             requestsReceived == faults.dropConnectionAfter
             ? .drop : requestsReceived == faults.goawayAfter ? .goaway : nil

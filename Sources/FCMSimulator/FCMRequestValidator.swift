@@ -26,6 +26,32 @@ struct FCMRequestValidator: Sendable {
     /// Judges `body`, filling `message` with what it read; returns Google's 400 answer when the body is refused,
     /// nil when FCM would take it.
     func validate(_ body: [UInt8], into message: inout FCMSimulatorMessage) -> FCMSimulatorAnswer? {
+        var parsed: (token: Range<Int>?, message: Range<Int>)?
+        return validate(body, into: &message, parsed: &parsed)
+    }
+
+    /// Judges `body` as ``validate(_:into:)`` does, reading it from `shapes` when a body of its shape was accepted
+    /// before, and keeping its reading there when it is accepted now.
+    func validate(
+        _ body: [UInt8], into message: inout FCMSimulatorMessage, shapes: inout ValidatedShapes
+    ) -> FCMSimulatorAnswer? {
+        let token = ValidatedShapes.tokenValue(in: body)
+        if let token, shapes.read(body, token: token, into: &message) { return nil }
+        var parsed: (token: Range<Int>?, message: Range<Int>)?
+        let answer = validate(body, into: &message, parsed: &parsed)
+        // The parsed token's range holds its quotes.
+        if answer == nil, let token, let parsed, parsed.token == (token.lowerBound - 1)..<(token.upperBound + 1) {
+            shapes.remember(message, body: body, token: token, messageRange: parsed.message)
+        }
+        return answer
+    }
+
+    /// Judges `body` into `message`, and sets `parsed` to where the message's token value (with its quotes) and
+    /// the `message` object were when the body is a JSON object with a message object.
+    private func validate(
+        _ body: [UInt8], into message: inout FCMSimulatorMessage,
+        parsed: inout (token: Range<Int>?, message: Range<Int>)?
+    ) -> FCMSimulatorAnswer? {
         guard body.count <= Self.maximumBodyBytes else {
             return .invalidArgument("Request payload size exceeds the limit: \(Self.maximumBodyBytes) bytes.")
         }
@@ -58,6 +84,7 @@ struct FCMRequestValidator: Sendable {
             return .invalidArgument(FieldKind.object([:]).problem(messageMember.value, at: "message") ?? "")
         }
         message.messageJSON = Array(body[messageMember.range])
+        parsed = (fields.first { FieldKind.snakeCase($0.key) == "token" }?.range, messageMember.range)
         if let problem = read(fields, into: &message) { return .invalidArgument(problem) }
         return judgeTarget(message) ?? judgeSize(message)
     }
@@ -214,9 +241,12 @@ struct FCMRequestValidator: Sendable {
     /// Whether `token` looks like a registration token: 1 to 4,096 characters of `[A-Za-z0-9_:-]`.
     static func isRegistrationToken(_ token: String) -> Bool {
         !token.isEmpty && token.utf8.count <= 4_096
-            && token.utf8.allSatisfy {
-                isAlphanumeric($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "-")
-            }
+            && token.utf8.allSatisfy(isTokenCharacter)
+    }
+
+    /// Whether `byte` may be in a registration token: `[A-Za-z0-9_:-]`.
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        isAlphanumeric(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "-")
     }
 
     /// Whether `topic` is a topic name: `[A-Za-z0-9-_.~%]+`.

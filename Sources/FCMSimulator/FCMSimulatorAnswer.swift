@@ -32,7 +32,10 @@ package struct FCMSimulatorAnswer: Sendable, Hashable {
 
     /// 200: FCM took the message; `name` is `projects/{project}/messages/{id}`.
     static func sent(name: String) -> FCMSimulatorAnswer {
-        FCMSimulatorAnswer(status: 200, body: encode(["name": name]))
+        // Written by hand when nothing in the name needs escaping: the encoder is most of an answer's cost.
+        let plain = name.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+        guard plain else { return FCMSimulatorAnswer(status: 200, body: encode(["name": name])) }
+        return FCMSimulatorAnswer(status: 200, body: Data((#"{"name":""# + name + #""}"#).utf8))
     }
 
     /// Google's error of HTTP `status` saying `message`; with an FcmError detail of `errorCode` when given, and

@@ -106,9 +106,10 @@ final class FCMSimulatorCore: Sendable {
     }
 
     /// The answer to one complete request of connection `connectionID`, drawing random faults from `random`.
+    /// `shapes` are the connection's bodies already judged (``ValidatedShapes``).
     func answer(
         method: String, path: String, authorization: String?, body: [UInt8], connectionID: Int,
-        random: inout SplitMix64
+        random: inout SplitMix64, shapes: inout ValidatedShapes
     ) -> FCMSimulatorAnswer {
         let now = clock.now()
         let answer: FCMSimulatorAnswer
@@ -118,7 +119,7 @@ final class FCMSimulatorCore: Sendable {
         } else if method == "POST", let project = Self.project(inPath: path) {
             (answer, record) = send(
                 project: project, authorization: authorization, body: body, connectionID: connectionID, now: now,
-                random: &random)
+                random: &random, shapes: &shapes)
         } else {
             answer = .notFound(method: method, path: path)
         }
@@ -165,7 +166,7 @@ final class FCMSimulatorCore: Sendable {
     /// the quota, in that order.
     private func send(
         project: String, authorization: String?, body: [UInt8], connectionID: Int, now: Date,
-        random: inout SplitMix64
+        random: inout SplitMix64, shapes: inout ValidatedShapes
     ) -> (FCMSimulatorAnswer, FCMSimulatorMessage?) {
         let bearer = authorization.flatMap(Self.bearerToken)
         let (grant, faults) = shared.withLockedValue { shared in
@@ -176,7 +177,7 @@ final class FCMSimulatorCore: Sendable {
         var message = FCMSimulatorMessage(
             connectionID: connectionID, projectID: project, clientEmail: grant.account.clientEmail, receivedAt: now)
         var answer =
-            validator.validate(body, into: &message) ?? tokenFault(message.token, faults: faults)
+            validator.validate(body, into: &message, shapes: &shapes) ?? tokenFault(message.token, faults: faults)
             ?? randomFault(faults, random: &random)
         if answer == nil, !message.validateOnly {
             let retryAfter = shared.withLockedValue {
@@ -224,7 +225,8 @@ final class FCMSimulatorCore: Sendable {
     private func messageName(project: String, now: Date, validateOnly: Bool) -> String {
         guard !validateOnly else { return "projects/\(project)/messages/fake_message_id" }
         let micros = Int64(now.timeIntervalSince1970 * 1_000_000)
-        let suffix = shared.withLockedValue { String(format: "%016llx", $0.random.next() as UInt64) }
+        let hex = String(shared.withLockedValue { $0.random.next() as UInt64 }, radix: 16)
+        let suffix = String(repeating: "0", count: 16 - hex.utf8.count) + hex
         return "projects/\(project)/messages/0:\(micros)%\(suffix)"
     }
 

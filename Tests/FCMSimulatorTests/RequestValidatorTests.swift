@@ -155,6 +155,54 @@ struct BodyCase: Sendable, CustomTestStringConvertible {
         #expect(message.android?.ttl == "600s" && message.data == ["k": "v"])
     }
 
+    @Test func aBodyOfAKnownShapeIsReadAsAFullParseReadsIt() {
+        let rendered = FCMMessage(
+            notification: .init(title: "T", body: "B"), data: ["k": "v"],
+            android: .init(priority: .high, ttlSeconds: 600, collapseKey: "c", channelID: "ch", tag: "t"))
+        var shapes = ValidatedShapes()
+        let validator = FCMRequestValidator()
+        for token in ["fKx9:APA91b", "second-token_2", "fKx9:APA91b"] {
+            let body = Array(rendered.body(to: token))
+            var parsed = FCMSimulatorMessage(connectionID: 1, projectID: "p", clientEmail: "e", receivedAt: Date())
+            var read = FCMSimulatorMessage(connectionID: 2, projectID: "q", clientEmail: "f", receivedAt: Date())
+            #expect(validator.validate(body, into: &parsed) == nil)
+            #expect(validator.validate(body, into: &read, shapes: &shapes) == nil)
+            #expect(read.token == token && read.messageJSON == parsed.messageJSON)
+            #expect(read.data == parsed.data && read.android == parsed.android)
+            #expect(read.notification == parsed.notification && read.apnsHeaders == parsed.apnsHeaders)
+            #expect(read.connectionID == 2 && read.projectID == "q" && read.clientEmail == "f")
+        }
+        // One shape for the three bodies: the second and third were read from it.
+        #expect(shapes.count == 1)
+    }
+
+    @Test func onlyPlainTokensAtTheMessagesTokenAreSpliced() {
+        let validator = FCMRequestValidator()
+        var shapes = ValidatedShapes()
+        // A `token` key inside the data comes first: its value is not the message's token, so the shape is not kept,
+        // and a body with another data value is read in full.
+        for value in ["one", "two"] {
+            let body = Array(#"{"message":{"data":{"token":"\#(value)"},"token":"real-token"}}"#.utf8)
+            var message = FCMSimulatorMessage(connectionID: 1, projectID: "p", clientEmail: "e", receivedAt: Date())
+            #expect(validator.validate(body, into: &message, shapes: &shapes) == nil)
+            #expect(message.token == "real-token" && message.data == ["token": value])
+        }
+        #expect(shapes.count == 0)
+        // A token that is not a registration token is judged in full, after a good one of the same shape.
+        for (token, accepted) in [("good-token", true), ("bad.token", false), ("", false)] {
+            let body = Array(#"{"message":{"token":"\#(token)","data":{"a":"b"}}}"#.utf8)
+            var message = FCMSimulatorMessage(connectionID: 1, projectID: "p", clientEmail: "e", receivedAt: Date())
+            let answer = validator.validate(body, into: &message, shapes: &shapes)
+            #expect((answer == nil) == accepted, "\(token)")
+        }
+        // A refused message is never kept: the same shape is refused again.
+        for token in ["t1", "t2"] {
+            let body = Array(#"{"message":{"token":"\#(token)","data":{"a":1}}}"#.utf8)
+            var message = FCMSimulatorMessage(connectionID: 1, projectID: "p", clientEmail: "e", receivedAt: Date())
+            #expect(validator.validate(body, into: &message, shapes: &shapes)?.status == 400)
+        }
+    }
+
     @Test func jsonEscapesAndNumbersAreRead() throws {
         let value = try RequestJSON.parse(Array(#" {"a":"\u00e9\ud83d\ude00\n","b":-1.5e3,"c":[true,null]} "#.utf8))
         #expect(
