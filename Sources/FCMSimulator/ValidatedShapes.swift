@@ -17,6 +17,12 @@ struct ValidatedShapes {
         var bytes: [UInt8]
         /// The value's first byte in the body.
         var tokenStart: Int
+
+        /// Hashes the bytes at once (an array of bytes hashes them one by one).
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(tokenStart)
+            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     /// What the validator read from a body of the shape.

@@ -110,6 +110,8 @@ struct FCMSimCommand: AsyncParsableCommand {
     /// Starts the simulator, writes the new accounts' files, and serves until a signal.
     func run() async throws {
         var configuration = FCMSimulatorConfiguration(certificateDirectory: certificateDirectory)
+        // Nothing reads a separate process's recorded messages: it prints its statistics.
+        configuration.recordMessages = false
         configuration.host = host
         configuration.port = port
         configuration.accessTokenLifetime = tokenLifetime
