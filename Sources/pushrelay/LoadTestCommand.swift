@@ -68,6 +68,13 @@ struct LoadTestCommand: AsyncParsableCommand {
         name: .customLong("fcm-latency-jitter-ms"),
         help: "Up to this many milliseconds more before each FCM answer, drawn for each.")
     var fcmLatencyJitterMilliseconds = 0
+    @Option(
+        help: """
+            Each tenant's notifications_per_second during the run: the default lets every fan-out go as fast as the \
+            relay can; a lower one paces the APNs and FCM fan-outs alike, to compare their CPU at one rate.
+            """
+    )
+    var notificationsPerSecond = 1_000_000
     @Option(help: "Tenant ids, comma-separated: fan-outs go to them in this order, smallest first.")
     var tenantIds = "argus,familyportal,circl,anky"
     @Option(help: "Folder of tenant files.")
@@ -104,6 +111,7 @@ struct LoadTestCommand: AsyncParsableCommand {
         options.fcmTenantID = fcmTenant
         options.fcmLatencyMilliseconds = fcmLatencyMilliseconds
         options.fcmLatencyJitterMilliseconds = fcmLatencyJitterMilliseconds
+        options.notificationsPerSecond = notificationsPerSecond
         options.tenantIDs = tenantIds.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         options.tenantsFolder = tenants
         options.progressInterval = progressInterval
