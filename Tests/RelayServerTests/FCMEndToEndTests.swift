@@ -139,6 +139,21 @@ extension RelayServerSuites {
                 #expect(try await client.listDevices(userID: "fay").devices.first?.active == true)
                 #expect(try await client.listDevices(userID: "eve").devices.first?.active == false)
                 #expect(try await relay.store.heldDeliveries().isEmpty)
+                // Not a fault of the destination, nor of the relay: named in the status view and readiness's
+                // warnings, with what to fix, while both stay as they were.
+                #expect(await relay.readiness.notReadyReason() == nil)
+                let status = await relay.readiness.status()
+                let destination = try #require(
+                    status.tenants.first { $0.tenant == "dispo" }?.environments.first { $0.provider == "fcm" })
+                #expect(destination.fault == nil)
+                #expect(destination.rejected.map(\.reason) == ["SENDER_ID_MISMATCH", "THIRD_PARTY_AUTH_ERROR"])
+                #expect(destination.rejected.map(\.count) == [1, 1])
+                let warnings = await relay.readiness.warnings()
+                #expect(warnings.count == 2)
+                #expect(
+                    warnings.allSatisfy { $0.hasPrefix("tenant dispo fcm: ") && $0.contains(" for 1 notification ") })
+                #expect(warnings.contains { $0.contains("SENDER_ID_MISMATCH") && $0.contains("fcm.project_id") })
+                #expect(warnings.contains { $0.contains("THIRD_PARTY_AUTH_ERROR") && $0.contains("Firebase console") })
                 await client.close()
             }
         }

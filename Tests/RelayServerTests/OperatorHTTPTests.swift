@@ -34,6 +34,20 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func readyzNamesItsWarningsAndStaysReady() async throws {
+            let reason = SharedReason()
+            let warnings = ["tenant dispo fcm: SENDER_ID_MISMATCH for 2 notifications since ..."]
+            try await withOperatorServer(readiness: { reason.value }, warnings: { warnings }) { port, group in
+                let ready = try await httpGet(port: port, path: "/readyz", group: group)
+                #expect(ready.status == 200)
+                #expect(ready.body == "ready\nwarning: \(warnings[0])\n")
+                reason.value = "the database does not answer"
+                let notReady = try await httpGet(port: port, path: "/readyz", group: group)
+                #expect(notReady.status == 503)
+                #expect(notReady.body == "not ready: the database does not answer\nwarning: \(warnings[0])\n")
+            }
+        }
+
         @Test func aTenantsPoolThatIsDownLeavesTheRelayReadyAndShowsInTheStatus() async throws {
             try await RelayHarness.with { relay in
                 let client = relay.client("circl")
@@ -129,13 +143,14 @@ private final class SharedReason: Sendable {
 private func withOperatorServer(
     registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
     readiness: @escaping OperatorHTTPServer.Readiness = { nil },
+    warnings: @escaping OperatorHTTPServer.Warnings = { [] },
     status: @escaping OperatorHTTPServer.Status = { Array("{}".utf8) },
     _ body: (Int, any EventLoopGroup) async throws -> Void
 ) async throws {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let server = try await OperatorHTTPServer.start(
-        host: "127.0.0.1", port: 0, registry: registry, readiness: readiness, status: status, group: group,
-        logger: quietLogger
+        host: "127.0.0.1", port: 0, registry: registry, readiness: readiness, warnings: warnings, status: status,
+        group: group, logger: quietLogger
     )
     do {
         try await body(server.port, group)

@@ -31,6 +31,8 @@ extension PageSender {
         // Devices whose provider cannot take them now, by destination and cause: held, not recorded.
         var held: [HeldGroup: [DeviceTarget]] = [:]
         var deliveredTo: Set<Destination> = []
+        // Notifications a provider refused for their devices (never retried), by destination and reason.
+        var rejected: [Destination: [String: Int]] = [:]
         var writing: Task<Void, any Error>?
         var latencies: [Duration] = []
         // Sends the pacer allowed and not started yet: it is asked once per burst, not once per send.
@@ -103,6 +105,9 @@ extension PageSender {
                     {
                     case .recorded(let record):
                         if record.outcome == .delivered { deliveredTo.insert(device.destination) }
+                        if record.outcome == .configurationFault, answer.report.attempts > 0 {
+                            rejected[device.destination, default: [:]][record.reason ?? "", default: 0] += 1
+                        }
                         pending.append(record)
                     case .held(let cause):
                         held[HeldGroup(destination: device.destination, cause: cause), default: []].append(device)
@@ -122,6 +127,9 @@ extension PageSender {
         tally(pending, latencies: latencies, counts: &counts)
         for destination in deliveredTo {
             await self.pools.reportDelivered(tenant: page.tenantID, destination: destination)
+        }
+        for (destination, reasons) in rejected {
+            await self.pools.reportRejected(tenant: page.tenantID, destination: destination, reasons: reasons)
         }
         return pending
     }

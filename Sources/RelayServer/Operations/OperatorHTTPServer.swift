@@ -6,11 +6,13 @@ package import Prometheus
 
 /// The operators' HTTP port: `GET /metrics` (the Prometheus text exposition of a registry),
 /// `GET /healthz` (200 while the process runs), `GET /readyz` (200 when the readiness check finds nothing
-/// wrong, else 503 with the reason), `GET /status` (the delivery health per tenant and environment, JSON), 404 for
+/// wrong, with a `warning:` line for each thing to look at that does not stop the relay, else 503 with the reason), `GET /status` (the delivery health per tenant and environment, JSON), 404 for
 /// anything else. One request per connection.
 package final class OperatorHTTPServer: Sendable {
     /// Says why the process is not ready, or `nil` when it is.
     package typealias Readiness = @Sendable () async -> String?
+    /// What `/readyz` names without making the relay unready, a line each.
+    package typealias Warnings = @Sendable () async -> [String]
     /// The `/status` document: the relay's delivery health per tenant and environment, as JSON.
     package typealias Status = @Sendable () async -> [UInt8]
 
@@ -33,6 +35,7 @@ package final class OperatorHTTPServer: Sendable {
         port: Int,
         registry: PrometheusCollectorRegistry,
         readiness: @escaping Readiness,
+        warnings: @escaping Warnings = { [] },
         status: @escaping Status = { Array("{}\n".utf8) },
         group: any EventLoopGroup,
         logger: Logger
@@ -45,7 +48,8 @@ package final class OperatorHTTPServer: Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.configureHTTPServerPipeline(withErrorHandling: true)
                     try pipeline.addHandler(
-                        OperatorHTTPHandler(registry: registry, readiness: readiness, status: status))
+                        OperatorHTTPHandler(
+                            registry: registry, readiness: readiness, warnings: warnings, status: status))
                 }
             }
             .bind(host: host, port: port)
@@ -71,15 +75,17 @@ final class OperatorHTTPHandler: ChannelInboundHandler {
 
     private let registry: PrometheusCollectorRegistry
     private let readiness: OperatorHTTPServer.Readiness
+    private let warnings: OperatorHTTPServer.Warnings
     private let status: OperatorHTTPServer.Status
     private var head: HTTPRequestHead?
 
     init(
         registry: PrometheusCollectorRegistry, readiness: @escaping OperatorHTTPServer.Readiness,
-        status: @escaping OperatorHTTPServer.Status
+        warnings: @escaping OperatorHTTPServer.Warnings, status: @escaping OperatorHTTPServer.Status
     ) {
         self.registry = registry
         self.readiness = readiness
+        self.warnings = warnings
         self.status = status
     }
 
@@ -110,15 +116,17 @@ final class OperatorHTTPHandler: ChannelInboundHandler {
         case "/healthz":
             write(.ok, body: "ok\n", head: head, context: context)
         case "/readyz":
-            let readiness = self.readiness
+            let (readiness, warnings) = (self.readiness, self.warnings)
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.eventLoop.makeFutureWithTask { await readiness() }.whenComplete { result in
+            context.eventLoop.makeFutureWithTask { (await readiness(), await warnings()) }.whenComplete { result in
                 let (handler, context) = bound.value
                 switch result {
-                case .success(nil):
-                    handler.write(.ok, body: "ready\n", head: head, context: context)
-                case .success(let reason?):
-                    handler.write(.serviceUnavailable, body: "not ready: \(reason)\n", head: head, context: context)
+                case .success((nil, let warnings)):
+                    let body = "ready\n" + warnings.map { "warning: \($0)\n" }.joined()
+                    handler.write(.ok, body: body, head: head, context: context)
+                case .success((let reason?, let warnings)):
+                    let body = "not ready: \(reason)\n" + warnings.map { "warning: \($0)\n" }.joined()
+                    handler.write(.serviceUnavailable, body: body, head: head, context: context)
                 case .failure(let error):
                     handler.write(.serviceUnavailable, body: "not ready: \(error)\n", head: head, context: context)
                 }

@@ -45,6 +45,12 @@ package final class Readiness: Sendable {
         }
     }
 
+    /// What readiness adds to its answer while the relay stays ready: a line per destination and reason whose
+    /// provider refused notifications for their devices in the last hour (``DeviceRejections``).
+    package func warnings() async -> [String] {
+        await pools.rejectionWarnings(now: Date())
+    }
+
     /// The relay's delivery health per tenant and environment (the operator port's `/status`): pools, keys,
     /// configuration faults and held notifications, with the relay's readiness.
     package func status() async -> RelayStatus {

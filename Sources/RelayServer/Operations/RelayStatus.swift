@@ -43,6 +43,20 @@ package struct RelayStatus: Codable, Sendable, Hashable {
         package var fault: Fault?
         /// The devices held for it, by reason.
         package var held: [Held]
+        /// The notifications its provider refused for one device each since the relay started, by reason.
+        package var rejected: [Rejected]
+    }
+
+    /// Notifications a provider refused for one device each (``DeviceRejections``), for one reason.
+    package struct Rejected: Codable, Sendable, Hashable {
+        /// The provider's code.
+        package var reason: String
+        /// How many.
+        package var count: Int
+        /// When the first was recorded.
+        package var since: Date
+        /// When the last was recorded.
+        package var last: Date
     }
 
     /// A built pool's state.
@@ -107,7 +121,9 @@ extension PoolRegistry {
             } else { "idle" }
         return RelayStatus.Destination(
             provider: destination.provider.rawValue, environment: destination.storedName, state: state, pool: pool,
-            keyProblem: keyProblem, fault: fault,
-            held: [])
+            keyProblem: keyProblem, fault: fault, held: [],
+            rejected: (rejections[key]?.reasons ?? [:]).sorted { $0.key < $1.key }.map {
+                RelayStatus.Rejected(reason: $0.key, count: $0.value.count, since: $0.value.since, last: $0.value.last)
+            })
     }
 }

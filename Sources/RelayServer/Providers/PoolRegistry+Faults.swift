@@ -45,6 +45,42 @@ extension PoolRegistry {
         await clearFault(key, why: "a notification was delivered")
     }
 
+    /// Counts the notifications of a page that `tenant`'s `destination` refused for one device each, by reason
+    /// (``DeviceRejections``): logged once per page, shown by the status view and readiness, and never a fault of
+    /// the destination.
+    func reportRejected(tenant: String, destination: Destination, reasons: [String: Int]) {
+        let key = PoolKey(tenant: tenant, destination: destination)
+        let now = Date()
+        for (reason, count) in reasons {
+            rejections[key, default: DeviceRejections()].record(reason, count: count, at: now)
+        }
+        logger.warning(
+            "notifications refused for their devices, not retried",
+            metadata: [
+                "tenant": "\(tenant)", "destination": "\(destination)",
+                "reasons":
+                    "\(reasons.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", "))",
+            ])
+    }
+
+    /// How long after its last refusal a reason stays in readiness's warnings.
+    static let rejectionWarningWindow: TimeInterval = 3_600
+
+    /// A line for each destination and reason refused in the last ``rejectionWarningWindow``: what readiness
+    /// adds to its answer (the relay stays ready).
+    func rejectionWarnings(now: Date) -> [String] {
+        let keys = rejections.keys.sorted {
+            ($0.tenant, $0.destination.storedName) < ($1.tenant, $1.destination.storedName)
+        }
+        return keys.flatMap { key in
+            (rejections[key]?.recent(within: Self.rejectionWarningWindow, now: now) ?? []).map { reason, refusals in
+                "tenant \(key.tenant) \(key.destination.storedName): \(reason) for \(refusals.count) "
+                    + "notification\(refusals.count == 1 ? "" : "s") since \(refusals.since.ISO8601Format()), the last "
+                    + "at \(refusals.last.ISO8601Format()); \(DeviceRejections.fix(for: reason))"
+            }
+        }
+    }
+
     /// Whether `tenant`'s `destination` is faulted now.
     func isFaulted(tenant: String, destination: Destination) -> Bool {
         faults[PoolKey(tenant: tenant, destination: destination)] != nil

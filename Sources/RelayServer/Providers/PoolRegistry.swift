@@ -63,6 +63,8 @@ package actor PoolRegistry {
     /// Destinations whose fault was cleared since the metrics were last sampled, with its reason: their gauge
     /// goes to 0.
     var clearedFaults: [PoolKey: String] = [:]
+    /// The notifications each destination's provider refused for one device each (never a fault of it).
+    var rejections: [PoolKey: DeviceRejections] = [:]
     /// Whether each destination has a usable key (`nil`) or why not, and when that was found.
     var keyChecks: [PoolKey: (problem: PoolUnavailable?, at: ContinuousClock.Instant)] = [:]
     /// The refusal code each tenant's SENDs were last logged with (logged once per change).

@@ -78,7 +78,8 @@ package struct Relay: Sendable {
             do {
                 operatorServer = try await OperatorHTTPServer.start(
                     host: address.host, port: address.port, registry: address.registry,
-                    readiness: { await readiness.notReadyReason() }, status: { await readiness.status().json() },
+                    readiness: { await readiness.notReadyReason() }, warnings: { await readiness.warnings() },
+                    status: { await readiness.status().json() },
                     group: group, logger: logger
                 )
             } catch {
