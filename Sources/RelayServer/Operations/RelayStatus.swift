@@ -122,8 +122,6 @@ extension PoolRegistry {
         return RelayStatus.Destination(
             provider: destination.provider.rawValue, environment: destination.storedName, state: state, pool: pool,
             keyProblem: keyProblem, fault: fault, held: [],
-            rejected: (rejections[key]?.reasons ?? [:]).sorted { $0.key < $1.key }.map {
-                RelayStatus.Rejected(reason: $0.key, count: $0.value.count, since: $0.value.since, last: $0.value.last)
-            })
+            rejected: rejections[key]?.recent() ?? [])
     }
 }

@@ -53,9 +53,10 @@ struct DeviceRejections: Sendable, Hashable {
         }
     }
 
-    /// The reasons whose last refusal is at most `window` before `now`, by reason.
-    func recent(within window: TimeInterval, now: Date) -> [(reason: String, refusals: Reason)] {
-        reasons.filter { now.timeIntervalSince($0.value.last) <= window }.sorted { $0.key < $1.key }
-            .map { ($0.key, $0.value) }
+    /// The refusals by reason, sorted by reason: all of them, or those whose last is at most `window` before `now`.
+    func recent(within window: TimeInterval = .infinity, now: Date = Date()) -> [RelayStatus.Rejected] {
+        reasons.filter { now.timeIntervalSince($0.value.last) <= window }.sorted { $0.key < $1.key }.map {
+            RelayStatus.Rejected(reason: $0.key, count: $0.value.count, since: $0.value.since, last: $0.value.last)
+        }
     }
 }

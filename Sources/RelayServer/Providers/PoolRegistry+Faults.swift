@@ -73,10 +73,10 @@ extension PoolRegistry {
             ($0.tenant, $0.destination.storedName) < ($1.tenant, $1.destination.storedName)
         }
         return keys.flatMap { key in
-            (rejections[key]?.recent(within: Self.rejectionWarningWindow, now: now) ?? []).map { reason, refusals in
-                "tenant \(key.tenant) \(key.destination.storedName): \(reason) for \(refusals.count) "
+            (rejections[key]?.recent(within: Self.rejectionWarningWindow, now: now) ?? []).map { refusals in
+                "tenant \(key.tenant) \(key.destination.storedName): \(refusals.reason) for \(refusals.count) "
                     + "notification\(refusals.count == 1 ? "" : "s") since \(refusals.since.ISO8601Format()), the last "
-                    + "at \(refusals.last.ISO8601Format()); \(DeviceRejections.fix(for: reason))"
+                    + "at \(refusals.last.ISO8601Format()); \(DeviceRejections.fix(for: refusals.reason))"
             }
         }
     }
