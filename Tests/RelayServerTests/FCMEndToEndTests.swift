@@ -115,6 +115,26 @@ extension RelayServerSuites {
             }
         }
 
+        @Test func itsDevicesArePacedAtTheTenantsRate() async throws {
+            try await RelayHarness.with(fcm: true) { relay in
+                let fcm = try #require(relay.fcm)
+                let client = relay.client("dispo")
+                // dispo sends at most 100 notifications a second (Tenants/dispo.yaml): 150 take more than a second.
+                let users = (0..<150).map { "user\($0)" }
+                for user in users {
+                    _ = try await client.registerDevice(Self.android(user: user, token: "\(user):APA91bPaced"))
+                }
+                let sent = try await client.send(Self.event("event_created", to: users))
+                #expect(sent.outcomes.count == 150 && sent.outcomes.allSatisfy { $0.outcome == "delivered" })
+                let times = fcm.receivedMessages().filter { $0.token?.hasSuffix(":APA91bPaced") == true }
+                    .map(\.receivedAt)
+                #expect(times.count == 150)
+                let span = (times.max() ?? .distantPast).timeIntervalSince(times.min() ?? .distantPast)
+                #expect(span >= 1.0, "150 messages within \(span) s at 100 a second")
+                await client.close()
+            }
+        }
+
         @Test func googlesAnswersAreRecordedAsItsErrorTableSays() async throws {
             try await RelayHarness.with(fcm: true) { relay in
                 let fcm = try #require(relay.fcm)
