@@ -224,8 +224,8 @@ public final class APNsPool: @unchecked Sendable {
         case .request(let request):
             try request.validate()
             let limit = min(configuration.largestBody, HTTP2Request.maximumBodySize)
-            if request.body.readableBytes > limit {
-                throw .payloadTooLarge(size: request.body.readableBytes, limit: limit)
+            if request.body.count > limit {
+                throw .payloadTooLarge(size: request.body.count, limit: limit)
             }
         }
     }

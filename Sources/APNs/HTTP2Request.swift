@@ -5,7 +5,7 @@ public import NIOCore
 /// `messages:send`, an OAuth 2.0 token endpoint.
 ///
 /// A run of requests shares its path and headers (the first request adds them to the HPACK table, the next ones
-/// refer to them in a byte or two), and each has its own body. Such a pool has no credential of its own
+/// refer to them in a byte or two), and each has its own body (or shares one, with its own text inserted: ``Body``). Such a pool has no credential of its own
 /// (``APNsCredential/none``): a request carries its `authorization` among its headers.
 ///
 /// What an answer means is the HTTP status's: 2xx delivered, 429 and 5xx retried within the deadline (not before a
@@ -34,21 +34,27 @@ public struct HTTP2Request: Sendable {
     /// The regular header fields (`authorization`, `content-type`), the same for a run of requests.
     public var headers: [Header]
     /// The body, sent as one DATA frame with END_STREAM.
-    public var body: ByteBuffer
+    public var body: Body
 
     /// A `POST` of `body` to `path` with `headers`.
-    public init(path: String, headers: [Header], body: ByteBuffer) {
+    public init(path: String, headers: [Header], body: Body) {
         self.path = path
         self.headers = headers
         self.body = body
     }
 
+    /// A `POST` of the bytes `body` to `path` with `headers`.
+    public init(path: String, headers: [Header], body: ByteBuffer) {
+        self.init(path: path, headers: headers, body: Body(body))
+    }
+
     /// Checks what the engine needs before anything is sent. Throws ``APNsValidationError``.
     public func validate() throws(APNsValidationError) {
         guard path.hasPrefix("/") else { throw .invalidPath }
-        if body.readableBytes == 0 { throw .emptyPayload }
-        if body.readableBytes > Self.maximumBodySize {
-            throw .payloadTooLarge(size: body.readableBytes, limit: Self.maximumBodySize)
+        let size = body.count
+        if size == 0 { throw .emptyPayload }
+        if size > Self.maximumBodySize {
+            throw .payloadTooLarge(size: size, limit: Self.maximumBodySize)
         }
         for header in headers where !Self.isLowerCaseName(header.name) {
             throw .invalidHeaderName

@@ -1,48 +1,43 @@
+public import APNs
 import Foundation
-public import NIOCore
+import NIOCore
 
 extension FCMMessage {
     /// A message's `messages:send` body with a hole for the token: encoded once per job (and expiration), then
-    /// filled for each token by copying bytes, without encoding the message again.
+    /// sent to each token as the same shared bytes with the token's inserted where the engine writes them
+    /// (``APNs/HTTP2Request/Body``), without encoding the message again or building a body per token.
     public struct BodyTemplate: Sendable {
-        /// The body's bytes before the token's.
-        let prefix: [UInt8]
-        /// The body's bytes after the token's.
-        let suffix: [UInt8]
+        /// The body's bytes without the token's.
+        let bytes: ByteBuffer
+        /// Where the token's bytes go in ``bytes``.
+        let holeOffset: Int
 
-        /// The body of ``FCMMessage/body(to:)`` for `token`, the same bytes.
-        public func body(to token: String) -> ByteBuffer {
-            var buffer = ByteBuffer()
-            buffer.reserveCapacity(prefix.count + token.utf8.count + suffix.count + 8)
-            buffer.writeBytes(prefix)
-            Self.writeJSONStringContent(token, to: &buffer)
-            buffer.writeBytes(suffix)
-            return buffer
+        /// The body of ``FCMMessage/body(to:)`` for `token`: the same bytes once written.
+        public func body(to token: String) -> HTTP2Request.Body {
+            HTTP2Request.Body(bytes, inserting: Self.jsonStringContent(token), at: holeOffset)
         }
 
-        /// Writes `text` as the inside of a JSON string: `"` and `\` escaped, control characters as `\u00XX`
-        /// (a stored token has none), everything else as its UTF-8 bytes, as the message's encoder writes them.
-        static func writeJSONStringContent(_ text: String, to buffer: inout ByteBuffer) {
-            let utf8 = text.utf8
+        /// `text` as the inside of a JSON string, as the message's encoder writes it: itself when it needs no
+        /// escape (a stored token never does); else `"` and `\` escaped and control characters as `\u00XX`.
+        static func jsonStringContent(_ text: String) -> String {
             let plain =
-                utf8.withContiguousStorageIfAvailable { bytes in
+                text.utf8.withContiguousStorageIfAvailable { bytes in
                     !bytes.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }
                 } ?? false
-            guard !plain else {
-                buffer.writeString(text)
-                return
-            }
-            for byte in utf8 {
+            guard !plain else { return text }
+            var escaped = ByteBuffer()
+            for byte in text.utf8 {
                 switch byte {
                 case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                    buffer.writeInteger(UInt8(ascii: "\\"))
-                    buffer.writeInteger(byte)
+                    escaped.writeInteger(UInt8(ascii: "\\"))
+                    escaped.writeInteger(byte)
                 case ..<0x20:
-                    buffer.writeString(String(format: "\\u%04x", byte))
+                    escaped.writeString(String(format: "\\u%04x", byte))
                 default:
-                    buffer.writeInteger(byte)
+                    escaped.writeInteger(byte)
                 }
             }
+            return String(buffer: escaped)
         }
     }
 
@@ -52,9 +47,13 @@ extension FCMMessage {
         let standIn = Array("pushrelay-token-\(UUID().uuidString)".utf8)
         let body = Array(body(to: String(decoding: standIn, as: UTF8.self)))
         guard let start = Self.firstIndex(of: standIn, in: body) else {
-            return BodyTemplate(prefix: body, suffix: [])
+            return BodyTemplate(bytes: ByteBuffer(bytes: body), holeOffset: body.count)
         }
-        return BodyTemplate(prefix: Array(body[..<start]), suffix: Array(body[(start + standIn.count)...]))
+        var bytes = ByteBuffer()
+        bytes.reserveCapacity(body.count - standIn.count)
+        bytes.writeBytes(body[..<start])
+        bytes.writeBytes(body[(start + standIn.count)...])
+        return BodyTemplate(bytes: bytes, holeOffset: start)
     }
 
     /// Where `needle` first occurs in `haystack`.

@@ -85,10 +85,11 @@ public final class FCMPool: @unchecked Sendable {
         _ = try await token.futureResult.get()
     }
 
-    /// Sends one `messages:send` request per body (``FCMMessage``'s, for one token each), within the project's
-    /// quota, and calls `answers` once for each with its position in `bodies`, on the pool's event loop.
+    /// Sends one `messages:send` request per body (``FCMMessage``'s, for one token each: a
+    /// ``FCMMessage/BodyTemplate``'s share their bytes), within the project's quota, and calls `answers` once for
+    /// each with its position in `bodies`, on the pool's event loop.
     public func send(
-        _ bodies: [ByteBuffer], answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
+        _ bodies: [HTTP2Request.Body], answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
     ) {
         eventLoop.execute {
             self.sendWithinQuota(bodies, answers: answers)
@@ -114,7 +115,7 @@ public final class FCMPool: @unchecked Sendable {
 
     /// Sends `bodies` when the project's quota lets them go: now, or after the wait it says.
     private func sendWithinQuota(
-        _ bodies: [ByteBuffer], answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
+        _ bodies: [HTTP2Request.Body], answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
     ) {
         let now = clock.now
         let delay = quota.delay(now: now)
@@ -127,7 +128,7 @@ public final class FCMPool: @unchecked Sendable {
     }
 
     private func send(
-        _ bodies: [ByteBuffer], positions: [Int], resent: Bool,
+        _ bodies: [HTTP2Request.Body], positions: [Int], resent: Bool,
         answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
     ) {
         withToken { result in
@@ -164,7 +165,7 @@ public final class FCMPool: @unchecked Sendable {
 
     /// FCM answered 401 to a message sent with `token`: the token is dropped, and the message goes once more.
     private func tokenRefused(
-        _ token: String, body: ByteBuffer, position: Int,
+        _ token: String, body: HTTP2Request.Body, position: Int,
         _ answers: @escaping @Sendable (Int, FCMDeliveryReport) -> Void
     ) {
         logger.info("FCM refused the access token; fetching another")

@@ -65,7 +65,7 @@ struct FCMPushCommand: AsyncParsableCommand {
         }
         let message = try makeMessage()
         if let problem = message.problem() { throw ValidationError("FCM would refuse the message: \(problem)") }
-        let bodies = tokens.map { ByteBuffer(bytes: message.body(to: $0)) }
+        let bodies = tokens.map { HTTP2Request.Body(ByteBuffer(bytes: message.body(to: $0))) }
         let serviceAccount: FCMServiceAccount
         do {
             serviceAccount = try FCMServiceAccount(json: try Data(contentsOf: URL(fileURLWithPath: account)))
@@ -111,7 +111,7 @@ struct FCMPushCommand: AsyncParsableCommand {
             print("\(key.padding(toLength: max(44, key.count), withPad: " ", startingAt: 0)) \(value)")
         }
         print("connections opened: \(snapshot.connectionsOpened); access tokens fetched: \(accessTokens)")
-        print("message body: \(bodies[0].readableBytes) bytes")
+        print("message body: \(bodies[0].count) bytes")
         print(String(format: "sent %d in %.3f s", total, seconds))
         print(String(format: "messages/s: %.1f", Double(total) / seconds))
         if tally.count != 1 || tally["delivered"] != total { throw ExitCode(1) }
@@ -157,7 +157,7 @@ final class FCMPushDriver: @unchecked Sendable {
     /// The pool the messages go through.
     private let pool: FCMPool
     /// One body per token, sent in turn.
-    private let bodies: [ByteBuffer]
+    private let bodies: [HTTP2Request.Body]
     /// Messages to send in all.
     private let total: Int
     /// Messages handed to the pool at once.
@@ -176,7 +176,7 @@ final class FCMPushDriver: @unchecked Sendable {
     private let done: EventLoopPromise<[String: Int]>
 
     /// A driver of `total` messages of `bodies` through `pool`, `concurrency` in flight.
-    private init(pool: FCMPool, bodies: [ByteBuffer], total: Int, concurrency: Int) {
+    private init(pool: FCMPool, bodies: [HTTP2Request.Body], total: Int, concurrency: Int) {
         self.pool = pool
         self.bodies = bodies
         self.total = total
@@ -186,7 +186,9 @@ final class FCMPushDriver: @unchecked Sendable {
     }
 
     /// Sends `total` messages (the bodies in turn) and returns the count of each outcome class.
-    static func run(pool: FCMPool, bodies: [ByteBuffer], total: Int, concurrency: Int) async throws -> [String: Int] {
+    static func run(
+        pool: FCMPool, bodies: [HTTP2Request.Body], total: Int, concurrency: Int
+    ) async throws -> [String: Int] {
         try await pool.eventLoop.flatSubmit {
             let driver = FCMPushDriver(pool: pool, bodies: bodies, total: total, concurrency: concurrency)
             driver.refill()

@@ -8,13 +8,17 @@ import Testing
 @Suite("HTTP/2 requests of other APIs")
 struct HTTP2RequestTests {
     static func request(deadline: NIODeadline, body: String = #"{"message":{"token":"t"}}"#) -> PendingRequest {
+        request(deadline: deadline, body: HTTP2Request.Body(ByteBuffer(string: body)))
+    }
+
+    static func request(deadline: NIODeadline, body: HTTP2Request.Body) -> PendingRequest {
         let request = HTTP2Request(
             path: "/v1/projects/demo/messages:send",
             headers: [
                 .init(name: "authorization", value: "Bearer ya29.token"),
                 .init(name: "content-type", value: "application/json"),
             ],
-            body: ByteBuffer(string: body))
+            body: body)
         return PendingRequest(.request(request), deadline: deadline, completion: .answers({ _, _ in }, position: 0))
     }
 
@@ -46,6 +50,27 @@ struct HTTP2RequestTests {
         #expect(connection.headerBlocks.lastBlockReused == false)
         _ = connection.sendRequest(Self.request(deadline: clock.now + .seconds(30)), authorization: nil)
         #expect(connection.headerBlocks.lastBlockReused)
+    }
+
+    @Test func aSharedBodyIsSentWithEachRequestsTextInsertedAndStaysAsItWas() throws {
+        let clock = ManualClock()
+        var connection = try FakeAPNs.readyConnection(
+            at: clock.now, configuration: Fixtures.configuration { $0.credential = .none })
+        let shared = ByteBuffer(string: #"{"message":{"token":""}}"#)
+        let hole = #"{"message":{"token":""#.utf8.count
+        for token in ["cX9f:APA91b", "dY0g:APA91b-other"] {
+            let body = HTTP2Request.Body(shared, inserting: token, at: hole)
+            #expect(body.count == shared.readableBytes + token.utf8.count)
+            _ = connection.sendRequest(Self.request(deadline: clock.now + .seconds(30), body: body), authorization: nil)
+            let frames = FakeAPNs.written(by: &connection)
+            #expect(frames.map(\.knownType) == [.headers, .data])
+            #expect(frames[1].payload == ByteBuffer(string: #"{"message":{"token":""# + token + #""}}"#))
+            #expect(frames[1].has(HTTP2FrameFlag.endStream))
+        }
+        #expect(shared == ByteBuffer(string: #"{"message":{"token":""}}"#))
+        #expect(
+            HTTP2Request.Body(shared, inserting: "x", at: 1_000).joined
+                == ByteBuffer(string: #"{"message":{"token":""}}x"#))
     }
 
     @Test func anAnswerKeepsItsBodyAndRetryAfterAndIsClassedByItsStatus() throws {
@@ -115,6 +140,8 @@ struct HTTP2RequestTests {
         #expect(
             code(HTTP2Request(path: "/", headers: [], body: ByteBuffer(repeating: 0x20, count: 16_385)))
                 == .payloadTooLarge)
+        let nearlyFull = HTTP2Request.Body(ByteBuffer(repeating: 0x20, count: 16_380), inserting: "a token", at: 3)
+        #expect(code(HTTP2Request(path: "/", headers: [], body: nearlyFull)) == .payloadTooLarge)
         #expect(
             code(HTTP2Request(path: "/", headers: [.init(name: "Authorization", value: "x")], body: body))
                 == .invalidHeaderName)

@@ -36,7 +36,7 @@ struct FCMPoolTests {
     }
 
     /// The reports of `bodies`, in their order.
-    static func send(_ pool: FCMPool, _ bodies: [ByteBuffer]) async -> [FCMDeliveryReport] {
+    static func send(_ pool: FCMPool, _ bodies: [HTTP2Request.Body]) async -> [FCMDeliveryReport] {
         let reports = Mutex([Int: FCMDeliveryReport]())
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             pool.send(bodies) { position, report in
@@ -50,10 +50,10 @@ struct FCMPoolTests {
         return reports.withLock { all in bodies.indices.map { all[$0]! } }
     }
 
-    static func body(_ token: String) -> ByteBuffer {
-        ByteBuffer(
-            bytes: FCMMessage(notification: .init(title: "New event", body: "Picnic"), data: ["type": "event_created"])
-                .body(to: token))
+    /// The body to `token` as the relay sends it: a template's bytes, the token inserted by the engine.
+    static func body(_ token: String) -> HTTP2Request.Body {
+        FCMMessage(notification: .init(title: "New event", body: "Picnic"), data: ["type": "event_created"])
+            .bodyTemplate().body(to: token)
     }
 
     @Test func manyMessagesGoWithOneAccessTokenAndAreNamed() async throws {

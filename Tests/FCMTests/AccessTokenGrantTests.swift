@@ -23,7 +23,7 @@ import _CryptoExtras
             for: account, to: endpoint, now: Date(timeIntervalSince1970: 1_790_000_000))
         #expect(request.path == "/token")
         #expect(request.headers == [.init(name: "content-type", value: "application/x-www-form-urlencoded")])
-        let form = String(buffer: request.body)
+        let form = String(buffer: request.body.joined)
         let prefix = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion="
         #expect(form.hasPrefix(prefix))
         let claims = try jwtPart(form.dropFirst(prefix.count).split(separator: ".")[1])

@@ -86,7 +86,7 @@ import Testing
             headers: ["apns-push-type": "alert"], payload: Data(#"{"aps":{"alert":"x"}}"#.utf8))
         let template = message.bodyTemplate()
         for token in ["cX9f:APA91bHun4Mx", #"odd"quote\back"#, "ünï:cödé", ""] {
-            let filled = template.body(to: token)
+            let filled = template.body(to: token).joined
             #expect(Data(filled.readableBytesView) == message.body(to: token), "\(token)")
             let decoded = try JSONSerialization.jsonObject(with: Data(filled.readableBytesView)) as? [String: Any]
             #expect((decoded?["message"] as? [String: Any])?["token"] as? String == token)

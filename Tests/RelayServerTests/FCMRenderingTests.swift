@@ -45,7 +45,7 @@ import Testing
         now: Date = Date(timeIntervalSince1970: 1_800_000_000)
     ) throws -> [String: Any] {
         let body = rendering.body(to: token, expiration: expiration, now: now)
-        let bytes = Data(body.readableBytesView)
+        let bytes = Data(body.joined.readableBytesView)
         let json = try #require(try JSONSerialization.jsonObject(with: bytes) as? [String: Any])
         return try #require(json["message"] as? [String: Any])
     }

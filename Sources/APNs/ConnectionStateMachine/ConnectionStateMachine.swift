@@ -245,7 +245,6 @@ struct ConnectionStateMachine {
     mutating func sendRequest(_ request: PendingRequest, authorization: String?) -> SendResult {
         assert(isReady, "a request was sent on a connection that is not ready")
         let streamID = streams.open(request, limit: flow.peerMaxConcurrentStreams)
-        let body: ByteBuffer
         switch request.content {
         case .notification(let n):
             let repeated = HeaderBlockEncoder.RepeatedFields(
@@ -257,15 +256,19 @@ struct ConnectionStateMachine {
             writeHeaders(streamID: streamID) { encoder, buffer in
                 encoder.encode(device: n.deviceToken, repeated: repeated, own: own, to: &buffer)
             }
-            body = n.payload
+            outbound.writeHTTP2Frame(
+                type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID, payload: n.payload)
+            flow.sent(dataBytes: n.payload.readableBytes)
         case .request(let r):
             writeHeaders(streamID: streamID) { encoder, buffer in
                 encoder.encode(path: r.path, headers: r.headers, to: &buffer)
             }
-            body = r.body
+            let size = r.body.count
+            outbound.writeHTTP2FrameHeader(
+                length: size, type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID)
+            r.body.write(to: &outbound)
+            flow.sent(dataBytes: size)
         }
-        outbound.writeHTTP2Frame(type: .data, flags: HTTP2FrameFlag.endStream, streamID: streamID, payload: body)
-        flow.sent(dataBytes: body.readableBytes)
         guard !streams.idsExhausted else {
             drain()
             return .sentLastStream

@@ -97,9 +97,9 @@ struct FCMRendering: ProviderRendering {
     }
 
     /// The `messages:send` request body to `token` of ``message(expiringAt:now:)``: what the engine sends. The
-    /// message is encoded once per expiration and TTL for the whole job (``FCMBodyTemplates``), then the token's
-    /// bytes are copied into it.
-    func body(to token: String, expiration: Int64?, now: Date) -> ByteBuffer {
+    /// message is encoded once per expiration and TTL for the whole job (``FCMBodyTemplates``), and its bytes are
+    /// shared by every token's body, the token's inserted as the engine writes it.
+    func body(to token: String, expiration: Int64?, now: Date) -> HTTP2Request.Body {
         let key = FCMBodyTemplates.Key(expiration: expiration, ttlSeconds: ttlLeft(expiringAt: expiration, now: now))
         return templates.template(for: key) { message(expiringAt: expiration, now: now) }.body(to: token)
     }
