@@ -75,6 +75,7 @@ package final class APNsSimulator: Sendable {
                     )
                     try pipeline.addHandler(gate)
                     try pipeline.addHandler(tlsHandler)
+                    try pipeline.addHandler(WriteCoalescer())
                     try pipeline.addHandler(StatisticsBarrier(handler: handler))
                     try pipeline.addHandler(
                         NIOHTTP2Handler(

@@ -75,6 +75,7 @@ package final class FCMSimulator: Sendable {
                     let pipeline = channel.pipeline.syncOperations
                     try pipeline.addHandler(gate)
                     try pipeline.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try pipeline.addHandler(WriteCoalescer())
                     try pipeline.addHandler(
                         NIOHTTP2Handler(
                             mode: .server,
