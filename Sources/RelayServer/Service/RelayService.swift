@@ -123,18 +123,37 @@ package final class RelayService: Sendable {
         }
         let tenant = record.configuration
         let request = try Request(frame, limits: limits, nowMilliseconds: Date().unixMilliseconds)
-        let answer: any SwiftProtobuf.Message
-        if case .send(let send) = request {
+        switch request {
+        case .send(let send):
             // A SEND takes its tenant's database slots step by step: a SEND that waits holds none while it waits.
-            answer = try await dispatcher.send(
+            let answer = try await dispatcher.send(
                 send, tenant: tenant, limits: limits, logger: logger, jobStored: jobStored)
-        } else {
-            answer = try await statements.run(tenant: tenantID) { () async throws(ProtocolError) in
-                try await answerRequest(request, tenant: tenant, logger: logger)
+            return try Self.encoded(answer, kind: frame.kind)
+        case .queryDeliveries, .listDevices:
+            // Pages of rows are decoded and encoded on their own thread (``RowReadExecutor``).
+            return try await withTaskExecutorPreference(RowReadExecutor.shared) { () async throws(ProtocolError) in
+                try await answerInSlot(request, kind: frame.kind, tenant: tenant, logger: logger)
             }
+        default:
+            return try await answerInSlot(request, kind: frame.kind, tenant: tenant, logger: logger)
         }
+    }
+
+    /// Answers a request other than SEND within its tenant's database slot, encoded.
+    private func answerInSlot(
+        _ request: Request, kind: FrameKind, tenant: TenantConfiguration, logger: Logger
+    ) async throws(ProtocolError) -> (FrameKind, [UInt8]) {
+        let answer = try await statements.run(tenant: tenant.id) { () async throws(ProtocolError) in
+            try await answerRequest(request, tenant: tenant, logger: logger)
+        }
+        return try Self.encoded(answer, kind: kind)
+    }
+
+    private static func encoded(
+        _ answer: any SwiftProtobuf.Message, kind: FrameKind
+    ) throws(ProtocolError) -> (FrameKind, [UInt8]) {
         do {
-            return (frame.kind.answer, try answer.serializedBytes())
+            return (kind.answer, try answer.serializedBytes())
         } catch {
             throw ProtocolError(.internal, "the answer could not be encoded: \(error)")
         }
