@@ -65,7 +65,7 @@ extension ServeSettings {
             metadata: ["port": "\(simulator.port)", "ca": "\(simulator.caFile)", "projects": "\(accounts.count)"])
         let target = FCMTarget(
             endpoint: APNsEndpoint(host: "127.0.0.1", port: simulator.port), caFile: simulator.caFile,
-            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: max(maxConnectionsPerPool, 2),
+            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: max(fcmMaxConnectionsPerPool, 2),
             messagesPerMinute: fcmMessagesPerMinute, fallbackAccounts: accounts)
         return (simulator, target)
     }

@@ -72,6 +72,8 @@ struct ServeCommand: AsyncParsableCommand {
     var connectionsPerPool: Int?
     @Option(help: "HTTP/2 connections an APNs pool may open while its streams stay near APNs' limit (default 16).")
     var maxConnectionsPerPool: Int?
+    @Option(help: "HTTP/2 connections an FCM pool may open while its streams stay near Google's limit (default 64).")
+    var fcmMaxConnectionsPerPool: Int?
     @Option(help: "TLS certificate chain (PEM) for the listener.")
     var tlsCert: String?
     @Option(help: "TLS private key (PEM) for the listener.")
@@ -152,7 +154,9 @@ struct ServeCommand: AsyncParsableCommand {
             "apns_endpoint": apnsEndpoint, "apns_ca": apnsCA, "fcm_endpoint": fcmEndpoint, "fcm_ca": fcmCA,
             "fcm_messages_per_minute": fcmMessagesPerMinute.map(String.init),
             "connections_per_pool": connectionsPerPool.map { "\($0)" },
-            "max_connections_per_pool": maxConnectionsPerPool.map { "\($0)" }, "tls_cert": tlsCert, "tls_key": tlsKey,
+            "max_connections_per_pool": maxConnectionsPerPool.map { "\($0)" },
+            "fcm_max_connections_per_pool": fcmMaxConnectionsPerPool.map { "\($0)" }, "tls_cert": tlsCert,
+            "tls_key": tlsKey,
             "tls_client_ca": tlsClientCA, "max_frame_bytes": maxFrameBytes.map { "\($0)" },
             "max_decompressed_bytes": maxDecompressedBytes.map { "\($0)" },
             "max_in_flight": maxInFlight.map { "\($0)" }, "max_recipients": maxRecipients.map { "\($0)" },

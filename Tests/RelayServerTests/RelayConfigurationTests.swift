@@ -47,6 +47,7 @@ import Testing
         settings.fcmMessagesPerMinute = 1_200
         settings.connectionsPerPool = 5
         settings.maxConnectionsPerPool = 6
+        settings.fcmMaxConnectionsPerPool = 40
         settings.requestsPerSecond = 12.5
         settings.requestBurst = 3
         settings.retentionDays = 2
@@ -69,6 +70,7 @@ import Testing
         #expect(configuration.fcmTarget.caFile == "/tmp/fcm-ca.pem")
         #expect(configuration.fcmTarget.messagesPerMinute == 1_200)
         #expect(configuration.fcmTarget.connectionsPerPool == 5)
+        #expect(configuration.fcmTarget.maximumConnectionsPerPool == 40)
         #expect(configuration.requestsPerSecond == 12.5)
         #expect(configuration.requestBurst == 3)
         #expect(configuration.retentionDays == 2)
@@ -86,6 +88,7 @@ import Testing
         ("unreadable", "/nonexistent/cert.pem", "tls cert or key unreadable"),
         ("floor", "0", "connections per pool must be at least 1"),
         ("cap", "1", "max connections per pool (1) must be at least connections per pool (2)"),
+        ("fcm-cap", "1", "fcm max connections per pool (1) must be at least connections per pool (2)"),
     ])
     func anUnusableSettingIsRefusedNamingIt(setting: String, value: String, message: String) {
         var settings = ServeSettings()
@@ -98,6 +101,7 @@ import Testing
         case "cert": settings.tlsCert = value
         case "floor": settings.connectionsPerPool = Int(value)!
         case "cap": settings.maxConnectionsPerPool = Int(value)!
+        case "fcm-cap": settings.fcmMaxConnectionsPerPool = Int(value)!
         default:
             settings.tlsCert = value
             settings.tlsKey = value

@@ -98,6 +98,7 @@ import Testing
         let refused: [(key: String, value: String, minimum: Int)] = [
             ("retention_days", "0", 1), ("max_recipients", "0", 1), ("request_burst", "0", 1),
             ("write_stall_timeout", "0", 1), ("connections_per_pool", "0", 1), ("max_connections_per_pool", "0", 1),
+            ("fcm_max_connections_per_pool", "0", 1),
             ("max_frame_bytes", "100", 1024), ("max_decompressed_bytes", "0", 1024), ("max_in_flight", "-3", 1),
         ]
         for (key, value, minimum) in refused {

@@ -59,8 +59,13 @@ extension ServeSettings {
 
     /// Google's FCM endpoint, or ``fcmEndpoint`` trusting ``fcmCA``, with the pools' floor and cap of connections.
     private func googleTarget() throws(ServeSettingsError) -> FCMTarget {
+        guard fcmMaxConnectionsPerPool >= connectionsPerPool else {
+            throw ServeSettingsError(
+                "fcm max connections per pool (\(fcmMaxConnectionsPerPool)) must be at least connections per pool "
+                    + "(\(connectionsPerPool))")
+        }
         var target = FCMTarget(
-            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: maxConnectionsPerPool,
+            connectionsPerPool: connectionsPerPool, maximumConnectionsPerPool: fcmMaxConnectionsPerPool,
             messagesPerMinute: fcmMessagesPerMinute)
         if let fcmEndpoint {
             let endpoint = try Self.address(fcmEndpoint, of: "fcm endpoint")

@@ -33,8 +33,12 @@ package struct ServeSettings: Sendable, Equatable {
     package var fcmMessagesPerMinute = 600_000
     /// HTTP/2 connections each APNs pool keeps open however idle (its floor).
     package var connectionsPerPool = 2
-    /// HTTP/2 connections each APNs or FCM pool may open while its streams stay near the provider's limit (its cap).
+    /// HTTP/2 connections each APNs pool may open while its streams stay near APNs' limit (its cap).
     package var maxConnectionsPerPool = 16
+    /// HTTP/2 connections each FCM pool may open while its streams stay near Google's limit (its cap): Google's
+    /// front ends take 100 streams a connection where APNs takes 1,000, so an FCM pool needs more connections for
+    /// as many messages in flight.
+    package var fcmMaxConnectionsPerPool = 64
     /// The listener's TLS certificate chain (PEM).
     package var tlsCert: String?
     /// The listener's TLS private key (PEM).
@@ -102,6 +106,7 @@ package struct ServeSettings: Sendable, Equatable {
             ServeSetting("fcm_messages_per_minute", .int(\.fcmMessagesPerMinute, atLeast: 1)),
             ServeSetting("connections_per_pool", .int(\.connectionsPerPool, atLeast: 1)),
             ServeSetting("max_connections_per_pool", .int(\.maxConnectionsPerPool, atLeast: 1)),
+            ServeSetting("fcm_max_connections_per_pool", .int(\.fcmMaxConnectionsPerPool, atLeast: 1)),
             ServeSetting("tls_cert", .optionalString(\.tlsCert)),
             ServeSetting("tls_key", .optionalString(\.tlsKey)),
             ServeSetting("tls_client_ca", .optionalString(\.tlsClientCA)),
