@@ -5,8 +5,9 @@ public import NIOCore
 /// `messages:send`, an OAuth 2.0 token endpoint.
 ///
 /// A run of requests shares its path and headers (the first request adds them to the HPACK table, the next ones
-/// refer to them in a byte or two), and each has its own body (or shares one, with its own text inserted: ``Body``). Such a pool has no credential of its own
-/// (``APNsCredential/none``): a request carries its `authorization` among its headers.
+/// refer to them in a byte or two), and each has its own body, or shares one with its own text inserted (``Body``).
+/// Such a pool has no credential of its own (``APNsCredential/none``): a request carries its `authorization` among
+/// its headers.
 ///
 /// What an answer means is the HTTP status's: 2xx delivered, 429 and 5xx retried within the deadline (not before a
 /// `Retry-After` in seconds), anything else final. The report keeps the answer's body

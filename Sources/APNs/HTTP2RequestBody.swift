@@ -8,11 +8,11 @@ extension HTTP2Request {
     /// into the connection's outbound buffer.
     public struct Body: Sendable {
         /// The body's bytes around the inserted text (all of it when there is none).
-        public var bytes: ByteBuffer
+        public let bytes: ByteBuffer
         /// The text written at ``insertionOffset``, as its UTF-8 bytes; empty for none.
-        public var insertion: String
+        public let insertion: String
         /// Where in ``bytes`` the ``insertion`` goes, from their reader index.
-        public var insertionOffset: Int
+        public let insertionOffset: Int
 
         /// The body `bytes`.
         public init(_ bytes: ByteBuffer) {
@@ -46,8 +46,8 @@ extension HTTP2Request {
                     at: bytes.readerIndex + insertionOffset, length: bytes.readableBytes - insertionOffset)!)
         }
 
-        /// The body's bytes in one buffer.
-        public var joined: ByteBuffer {
+        /// The body's bytes in one buffer (what ``write(to:)`` writes).
+        package var joined: ByteBuffer {
             var buffer = ByteBuffer()
             buffer.reserveCapacity(count)
             write(to: &buffer)
