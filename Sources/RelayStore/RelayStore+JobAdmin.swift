@@ -10,7 +10,7 @@ extension RelayStore {
         _ = try await countRows(
             """
             UPDATE jobs SET state = 'cancelled', finished_at = now(), updated_at = now()
-            WHERE tenant_id = \(tenant) AND id = \(uuid) AND finished_at IS NULL
+            WHERE id = \(uuid) AND tenant_id || '' = \(tenant) AND finished_at IS NULL
             RETURNING 1::int8
             """
         )
@@ -41,6 +41,34 @@ extension RelayStore {
             }
             return nil
         }
+    }
+
+    /// Of jobs `ids` of `tenant`, those that a SEND waiting for its due devices still waits for: not finished, and
+    /// not planned yet, or with a page due now and not done, or with no page left for later (the jobs whose
+    /// ``jobProgress(tenant:id:)`` says neither finished nor only later pages left). One statement for all of a
+    /// tenant's waiting callers, each job found by its primary key. Ids of other tenants' jobs, unknown ids and
+    /// malformed ones are never returned.
+    package func jobsStillDue(tenant: String, ids: [String]) async throws(RelayStoreError) -> Set<String> {
+        let uuids = ids.compactMap { UUID(uuidString: $0) }
+        guard !uuids.isEmpty else { return [] }
+        var due: Set<String> = []
+        try await mappingErrors {
+            for try await id in try await database.query(
+                """
+                SELECT j.id FROM jobs j
+                WHERE j.id = ANY(\(uuids)) AND j.tenant_id || '' = \(tenant) AND j.finished_at IS NULL
+                  AND (j.planned_at IS NULL
+                       OR EXISTS (SELECT 1 FROM job_pages p WHERE p.job_id = j.id
+                                  AND p.state IN ('pending', 'leased') AND p.due_at <= now())
+                       OR NOT EXISTS (SELECT 1 FROM job_pages p WHERE p.job_id = j.id
+                                      AND p.state IN ('pending', 'leased') AND p.due_at > now()))
+                """,
+                logger: logger
+            ).decode(UUID.self) {
+                due.insert(id.uuidString.lowercased())
+            }
+        }
+        return due
     }
 
     /// The devices of a job's pages that wait for a later time (deferred by quiet hours, local-time sends, or held

@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 
 @testable import RelayServer
@@ -14,7 +15,7 @@ struct JobSignalTests {
         await withTaskGroup(of: String.self) { group in
             for job in ["a", "a", "b"] {
                 group.addTask {
-                    await signal.wait(for: job, timeout: timeout)
+                    await signal.wait(for: job, atMost: timeout)
                     return job
                 }
             }
@@ -41,11 +42,28 @@ struct JobSignalTests {
         #expect(ContinuousClock.now - start < timeout)
     }
 
+    @Test("look-outs fall on one grid per period, within a period of now")
+    func lookOutsOnAGrid() {
+        let second = Duration.seconds(1)
+        for now: UInt64 in [0, 1, 999_999_999, 1_000_000_000, 1_000_000_001, 123_456_789_012] {
+            let lookOut = JobSignal.lookOut(after: .uptimeNanoseconds(now), period: second).uptimeNanoseconds
+            #expect(lookOut > now && lookOut <= now + 1_000_000_000)
+            #expect(lookOut % 1_000_000_000 == 0)
+        }
+        // Two callers that began to wait 300 ms apart are let go together.
+        let early = JobSignal.lookOut(after: .uptimeNanoseconds(5_100_000_000), period: second)
+        let late = JobSignal.lookOut(after: .uptimeNanoseconds(5_400_000_000), period: second)
+        #expect(early == late)
+        #expect(
+            JobSignal.lookOut(after: .uptimeNanoseconds(5_000_000), period: .milliseconds(10))
+                == .uptimeNanoseconds(10_000_000))
+    }
+
     @Test("a caller not signalled is let go when its timeout passes")
     func timeoutLetsGo() async {
         let signal = JobSignal()
-        await signal.wait(for: "never", timeout: .milliseconds(20))
+        await signal.wait(for: "never", atMost: .milliseconds(20))
         // Waiting again works: the first wait left nothing behind.
-        await signal.wait(for: "never", timeout: .milliseconds(20))
+        await signal.wait(for: "never", atMost: .milliseconds(20))
     }
 }

@@ -7,7 +7,8 @@ import Synchronization
 /// signalled here: a waiter also looks when its timeout passes, whatever happens.
 ///
 /// The timeouts are NIO scheduled tasks, cancelled when the signal comes first: no sleeping Swift task is left behind
-/// per wait.
+/// per wait. They fall on a grid (``lookOut(after:period:)``), so callers waiting with the same period are let go at
+/// the same instant and look at their jobs together (``WaitedJobLooks``).
 final class JobSignal: Sendable {
     private struct Waiter {
         var continuation: CheckedContinuation<Void, Never>
@@ -36,15 +37,16 @@ final class JobSignal: Sendable {
         }
     }
 
-    /// Waits until `jobID` is signalled or `timeout` passes, whichever comes first.
-    func wait(for jobID: String, timeout: Duration) async {
+    /// Waits until `jobID` is signalled or the next look-out of `period` comes (at most `period` from now),
+    /// whichever comes first.
+    func wait(for jobID: String, atMost period: Duration) async {
         await withCheckedContinuation { continuation in
             let id = state.withLock { state in
                 defer { state.nextID += 1 }
                 state.waiters[jobID, default: [:]][state.nextID] = Waiter(continuation: continuation)
                 return state.nextID
             }
-            let scheduled = eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            let scheduled = eventLoop.scheduleTask(deadline: Self.lookOut(after: .now(), period: period)) {
                 self.timeOut(jobID, id)
             }
             let stillWaiting = state.withLock { state in
@@ -54,6 +56,14 @@ final class JobSignal: Sendable {
             }
             if !stillWaiting { scheduled.cancel() }
         }
+    }
+
+    /// The first instant after `now` that is a whole number of `period`s (at least a nanosecond) on the uptime
+    /// clock: every caller waiting with one period is let go at the same instants, whenever it began to wait.
+    static func lookOut(after now: NIODeadline, period: Duration) -> NIODeadline {
+        let step = max(UInt64(1), UInt64(clamping: TimeAmount(period).nanoseconds))
+        let (periods, overflow) = (now.uptimeNanoseconds / step + 1).multipliedReportingOverflow(by: step)
+        return overflow ? .distantFuture : .uptimeNanoseconds(periods)
     }
 
     /// Lets waiter `id` of `jobID` go: its timeout passed.

@@ -14,10 +14,13 @@ final class JobDispatcher: Sendable {
     private let pools: PoolRegistry
     /// Each tenant's share of the database: a SEND's steps take a slot each.
     private let statements: TenantStatementGate
+    /// The looks of waiting SENDs at their jobs, one statement per tenant at a time.
+    private let looks: WaitedJobLooks
 
     /// How long a caller waiting for its job waits at first for a signal (``JobSignal``) before it looks at the job's
     /// progress anyway (a page done by another relay process is not signalled); doubled after each look, up to
-    /// ``longestWaitPause``.
+    /// ``longestWaitPause``. The looks of callers with the same pause fall at the same instants and share a
+    /// statement (``WaitedJobLooks``).
     static let firstWaitPause: Duration = .milliseconds(10)
     /// The longest a waiting caller goes without looking at its job: a page done by another relay process is seen
     /// within it; a page done by this one wakes the caller at once.
@@ -28,6 +31,11 @@ final class JobDispatcher: Sendable {
         self.worker = worker
         self.pools = pools
         self.statements = statements
+        self.looks = WaitedJobLooks { tenant, jobs throws(ProtocolError) in
+            try await statements.run(tenant: tenant) { () async throws(ProtocolError) in
+                try await fromStore { try await store.jobsStillDue(tenant: tenant, ids: jobs) }
+            }
+        }
     }
 
     /// Accepts `request`: commits its job (or finds the job of its idempotency key) and answers at once,
@@ -173,19 +181,24 @@ final class JobDispatcher: Sendable {
 
     /// Waits until the job is finished, or planned with only pages for later left (scheduled per time zone,
     /// or deferred by quiet hours).
+    ///
+    /// Each look is a batched one (``WaitedJobLooks``); only a job seen no longer due is read whole.
     private func waitForDueDevices(tenant: String, jobID: String) async throws(ProtocolError) -> JobProgress {
         var pause = Self.firstWaitPause
         while true {
-            let progress = try await statements.run(tenant: tenant) { () async throws(ProtocolError) in
-                try await fromStore { try await store.jobProgress(tenant: tenant, id: jobID) }
+            if try await !looks.isStillDue(tenant: tenant, job: jobID) {
+                let progress = try await statements.run(tenant: tenant) { () async throws(ProtocolError) in
+                    try await fromStore { try await store.jobProgress(tenant: tenant, id: jobID) }
+                }
+                guard let progress else { throw ProtocolError(.internal, "job \(jobID) disappeared") }
+                // Done, or only pages for later are left (the job stays running until they are sent).
+                if progress.job.state.isFinished
+                    || (progress.planned && progress.pagesDue == 0 && progress.pagesLater > 0)
+                {
+                    return progress
+                }
             }
-            guard let progress else { throw ProtocolError(.internal, "job \(jobID) disappeared") }
-            // Done, or only pages for later are left (the job stays running until they are sent).
-            if progress.job.state.isFinished || (progress.planned && progress.pagesDue == 0 && progress.pagesLater > 0)
-            {
-                return progress
-            }
-            await worker.jobSignal.wait(for: jobID, timeout: pause)
+            await worker.jobSignal.wait(for: jobID, atMost: pause)
             pause = min(pause * 2, Self.longestWaitPause)
         }
     }
