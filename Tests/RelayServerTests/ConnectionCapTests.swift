@@ -132,5 +132,28 @@ extension RelayServerSuites {
                 await connection.close()
             }
         }
+
+        @Test func aRegistrationCostsTwoTokensAndAPingOne() async throws {
+            try await RelayHarness.with(requestsPerSecond: 1, requestBurst: 5) { relay in
+                let connection = try await RawConnection.connect(port: relay.listener.port, group: relay.group)
+                _ = try #require(await connection.hello(tenant: "circl", credential: relay.credentials["circl"]!))
+                // Two registrations take four of the five tokens, a PING the fifth.
+                for id: UInt32 in 2...3 {
+                    try await connection.send(
+                        kind: .registerDevice, requestID: id, message: registration(user: "ada", token: randomToken()))
+                    #expect(await connection.next()?.kind == FrameKind.registerDevice.answer)
+                }
+                var ping = Pushrelay_V1_Ping()
+                ping.nonce = 1
+                try await connection.send(kind: .ping, requestID: 4, message: ping)
+                #expect(await connection.next()?.kind == FrameKind.ping.answer)
+                try await connection.send(
+                    kind: .registerDevice, requestID: 5, message: registration(user: "ada", token: randomToken()))
+                let refusal = try #require(await connection.next())
+                #expect(try refusal.decode(Pushrelay_V1_Error.self).code == .rateLimited)
+                #expect(RequestCost.writeTokens(of: .setMute) == 1 && RequestCost.writeTokens(of: .send) == 0)
+                await connection.close()
+            }
+        }
     }
 }

@@ -6,8 +6,12 @@ import PushRelayProtocol
 /// it is decompressed (``frameTokens(bodyBytes:)``): a tiny zstd frame does not buy megabytes of work, and a PING or
 /// a frame refused for its body pays too. QUERY_DELIVERIES and LIST_DEVICES pay one more token per 10 rows their
 /// `limit` allows beyond the first 10 (``rowTokens(of:limits:)``: a page of 1,000 rows costs 100, the default 100
-/// costs 10), since answering rows is what costs the relay. Never more than the burst at once, so every frame can be
-/// admitted.
+/// costs 10), since answering rows is what costs the relay. A write to the device registry or to users' policy
+/// (REGISTER_DEVICE, UNREGISTER_DEVICE, SET_PREFERENCES, SET_MUTE, CLEAR_MUTE, SET_PRESENCE) pays one more token
+/// (``writeTokens(of:)``): its statement costs the relay and PostgreSQL about ten times a PING, and a tenant
+/// registering at its whole limit took three quarters of a core between them in the noisy-neighbour benchmark. A
+/// SEND's work is paced by its tenant's `notifications_per_second`. Never more than the burst at once, so every
+/// frame can be admitted.
 enum RequestCost {
     /// Body bytes (after decompression) that one token pays for.
     static let bytesPerToken = 65_536
@@ -32,6 +36,15 @@ enum RequestCost {
             return rowCost(limit: list.limit)
         }
         return 0
+    }
+
+    /// The tokens a frame of `kind` costs, beyond ``frameTokens(bodyBytes:)`` and with them, for writing to the
+    /// device registry or to users' policy: 1 for those requests, 0 for every other frame.
+    static func writeTokens(of kind: FrameKind) -> Int {
+        switch kind {
+        case .registerDevice, .unregisterDevice, .setPreferences, .setMute, .clearMute, .setPresence: 1
+        default: 0
+        }
     }
 
     /// The tokens a page of `limit` rows costs beyond the frame's (a limit of 0 reads the default 100).

@@ -360,7 +360,7 @@ struct SessionStateMachine {
     /// The parser's question about a whole frame whose body has `bodyBytes` once decompressed, asked at `now`
     /// before it is decompressed. Before HELLO there is nothing to charge: the frame is within
     /// ``ConnectionBounds/helloFrameBytes``. After it, every frame pays ``RequestCost/frameTokens(bodyBytes:)``
-    /// against the credential's request limit (`RATE_LIMITED` when they are not there; a connection told so that
+    /// and, for a write, ``RequestCost/writeTokens(of:)`` against the credential's request limit (`RATE_LIMITED` when they are not there; a connection told so that
     /// sends on waits for them, unread), and a request that will run in flight first takes its bytes from the
     /// connection's `max_inflight_bytes_per_connection` and from the process's budget; when they do not fit, the
     /// frame waits and the socket is not read until answers give bytes back.
@@ -381,7 +381,7 @@ struct SessionStateMachine {
                 return Admission(verdict: .wait)
             }
         }
-        let tokens = RequestCost.frameTokens(bodyBytes: bodyBytes)
+        let tokens = RequestCost.frameTokens(bodyBytes: bodyBytes) + RequestCost.writeTokens(of: header.kind)
         if let retryAfter = ledger.admitTokens(tokens, key: limiterKey) {
             if holds { ledger.releaseBodyBytes(bodyBytes) }
             if reading.toldRateLimited {
