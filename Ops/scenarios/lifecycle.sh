@@ -36,7 +36,13 @@ python_env
 fl_setup_database
 fl_start_simulator "$LATENCY_MS"
 FL_RELAY_ARGS=(--metrics-listen 127.0.0.1:0)
+# A soft open-files limit below the hard one, which the relay raises at start (checked in step 2).
+own_soft_files="$(ulimit -Sn)"
+soft_files="$own_soft_files"
+[ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -le 1024 ] || soft_files=1024
+ulimit -Sn "$soft_files"
 fl_start_relay main
+ulimit -Sn "$own_soft_files"
 MAIN="${RELAY_PID[main]}"
 METRICS="$(sed -n 's/^metrics //p' "$TMP/ready-main")"
 [ -n "$METRICS" ] || fail "the ready file names no operator port"
@@ -51,6 +57,12 @@ fetch "http://$METRICS/metrics" >"$TMP/metrics.txt"
 check "pushrelay --version prints the version ($version)" eq "$version" "$source_version"
 check "the start line carries it" grep -q "version=$version .*pushrelay: listening" "$TMP/relay-main.log"
 check "pushrelay_build_info carries it" grep -qx "pushrelay_build_info{version=\"$version\"} 1" "$TMP/metrics.txt"
+# The relay raises its open-files limit to the hard one it inherited, and says what it got.
+hard_files="$(ulimit -Hn)"
+[ "$hard_files" != unlimited ] || hard_files=18446744073709551615
+files_line="$(grep -m1 "open files limit" "$TMP/relay-main.log" || true)"
+check "the open-files limit raised from $soft_files to the hard limit and logged: ${files_line#*notice }" \
+    eval '[[ "$files_line" == *"now=$hard_files"* && "$files_line" == *"was=$soft_files"* ]]'
 promtool check metrics <"$TMP/metrics.txt" >"$TMP/promtool.txt" 2>&1 || true
 check "promtool check metrics finds nothing ($(wc -l <"$TMP/promtool.txt") lines)" eq "$(cat "$TMP/promtool.txt")" ""
 for family in process_cpu_seconds_total process_resident_memory_bytes process_open_fds process_start_time_seconds; do

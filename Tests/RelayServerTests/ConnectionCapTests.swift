@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import PushRelayProtocol
 import Testing
@@ -95,6 +96,24 @@ extension RelayServerSuites {
         #expect(admission.checkDelay(for: "192.0.2.7", now: later) == .zero)
         admission.noteFailure(from: "192.0.2.7", now: later)
         #expect(admission.checkDelay(for: "192.0.2.7", now: later) == .zero)
+    }
+
+    @Test func failedHellosAreLoggedAsARateNotALineEach() {
+        let lines = CapturedLines()
+        let logger = Logger(label: "pushrelay") { _ in CapturingLogHandler(lines: lines) }
+        let admission = ConnectionAdmission(maximumPerTenant: 2, logger: logger)
+        let start = ContinuousClock.now
+        // 500 failures from 3 addresses within a minute: the first is logged at once, the rest not yet.
+        for index in 0..<500 {
+            admission.noteFailure(from: "192.0.2.\(index % 3)", now: start + .milliseconds(index))
+        }
+        #expect(lines.entries.count == 1)
+        #expect(lines.entries.first?.message == "failed HELLOs" && lines.entries.first?.metadata["failed"] == "1")
+        // A minute later the next failure logs the sum since: one line for 500 failures.
+        admission.noteFailure(from: "192.0.2.9", now: start + ConnectionAdmission.summaryInterval)
+        let entries = lines.entries
+        #expect(entries.count == 2)
+        #expect(entries.last?.metadata["failed"] == "500" && entries.last?.metadata["addresses"] == "4")
     }
 
     @Test func aTenantsConnectionsAreCappedAndGivenBack() {
